@@ -1,0 +1,3 @@
+from sglang_fair.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,174 @@
+"""The admission interface: which waiting requests enter the running batch, and in what order.
+
+A host (the SGLang scheduler, the simulator, a test) drives an :class:`AdmissionPolicy` through the
+life of each request:
+
+    on_arrival(req)        the request joins the waiting queue
+    select(waiting, budget) -> admitted requests, in order; the policy charges their extend cost
+    on_output(client, n)   n output tokens were produced for ``client`` (the first token included)
+    on_retract(req)        a running request went back to the waiting queue (memory pressure)
+    on_finish(req)         a running request left the batch (finished or aborted)
+    on_drop(req)           a waiting request left the queue without running (aborted)
+
+Charging rule, the same for every policy: a request's extend cost, w_e * (input - cached prefix), is
+charged once, when it is first admitted; a retracted request that is admitted again is not charged a
+second time (the recomputation is the system's choice, not the client's). Output tokens are charged
+as they are produced, so tokens produced before a retraction or an abort stay charged.
+
+Time is never read: requests carry their arrival time, and the order of calls is the clock.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol, TypeVar
+
+from sglang_fair.core.cost import CostModel
+from sglang_fair.core.errors import require
+
+
+class WaitingRequest(Protocol):
+    """What a policy may read of a request. ``cached_len`` is the prefix the local cache holds now."""
+
+    @property
+    def rid(self) -> Hashable: ...
+    @property
+    def client(self) -> str: ...
+    @property
+    def input_len(self) -> int: ...
+    @property
+    def cached_len(self) -> int: ...
+    @property
+    def arrival(self) -> float: ...
+
+
+R = TypeVar("R", bound=WaitingRequest)
+
+
+class Budget(Protocol):
+    """The host's capacity check for one admission step (SGLang's PrefillAdder plays this role)."""
+
+    def try_add(self, req: WaitingRequest) -> bool:
+        """Reserve room for ``req`` and return True if it fits; otherwise change nothing, return False."""
+        ...
+
+    def exhausted(self) -> bool:
+        """True when no further request can be admitted in this step."""
+        ...
+
+
+@dataclass(frozen=True)
+class AdmissionConfig:
+    """Configuration of a worker's admission policy."""
+
+    policy: str = "dlpm"
+    quantum: float = 4096.0  # Q^u of DLPM: service refilled per round (times the client's weight)
+    cost: CostModel = field(default_factory=CostModel)
+
+    def __post_init__(self) -> None:
+        require(self.quantum > 0, f"quantum (Q^u) must be > 0, got {self.quantum}")
+
+
+def extend_len(req: WaitingRequest) -> int:
+    """Input tokens the request must prefill: its input minus the cached prefix."""
+    require(req.input_len >= 0, f"request {req.rid!r}: negative input length {req.input_len}")
+    require(
+        0 <= req.cached_len <= req.input_len,
+        f"request {req.rid!r}: cached prefix {req.cached_len} outside [0, {req.input_len}]",
+    )
+    return req.input_len - req.cached_len
+
+
+@dataclass
+class ClientBook:
+    """Per-client bookkeeping every policy keeps: where requests are and what was charged."""
+
+    queued: Counter[str] = field(default_factory=Counter)
+    running: Counter[str] = field(default_factory=Counter)
+    charged_rids: set[Hashable] = field(default_factory=set)
+    service: defaultdict[str, float] = field(default_factory=lambda: defaultdict(float))  # cost charged
+
+    def active(self, client: str) -> bool:
+        return self.queued[client] > 0 or self.running[client] > 0
+
+
+@dataclass(frozen=True)
+class ClientView:
+    """A read-only view of one client for dashboards and metrics."""
+
+    counter: float | None
+    service: float
+    queued: int
+    running: int
+
+
+class AdmissionPolicy(ABC):
+    """Base class: keeps the :class:`ClientBook`; subclasses order requests and keep counters."""
+
+    name: ClassVar[str]
+
+    def __init__(self, config: AdmissionConfig) -> None:
+        self.config = config
+        self.cost = config.cost
+        self.book = ClientBook()
+
+    # ---- events -------------------------------------------------------------------------------
+    def on_arrival(self, req: WaitingRequest) -> None:
+        require(req.input_len >= 0, f"request {req.rid!r}: negative input length {req.input_len}")
+        self.book.queued[req.client] += 1
+
+    def on_output(self, client: str, tokens: int) -> None:
+        self._charge(client, self.cost.output_cost(tokens))
+
+    def on_retract(self, req: WaitingRequest) -> None:
+        self._leave_running(req.client)
+        self.on_arrival(req)
+
+    def on_finish(self, req: WaitingRequest) -> None:
+        self._leave_running(req.client)
+        self.book.charged_rids.discard(req.rid)
+
+    def on_drop(self, req: WaitingRequest) -> None:
+        require(self.book.queued[req.client] > 0, f"drop of {req.rid!r}: client has no queued request")
+        self.book.queued[req.client] -= 1
+        self.book.charged_rids.discard(req.rid)
+
+    @abstractmethod
+    def select(self, waiting: Sequence[R], budget: Budget) -> list[R]:
+        """Admit requests from ``waiting`` while ``budget`` allows; return them in admission order."""
+
+    # ---- views ----------------------------------------------------------------------------------
+    def counter(self, client: str) -> float | None:
+        """The policy's per-client counter (deficit or virtual tokens), or None if it keeps none."""
+        return None
+
+    def snapshot(self) -> dict[str, ClientView]:
+        book = self.book
+        clients = set(book.queued) | set(book.running) | set(book.service)
+        return {
+            c: ClientView(self.counter(c), float(book.service[c]), book.queued[c], book.running[c])
+            for c in sorted(clients)
+        }
+
+    # ---- helpers for subclasses ------------------------------------------------------------------
+    def _admit(self, req: WaitingRequest) -> float:
+        """Move ``req`` from queued to running; return the extend cost to charge (0 if already paid)."""
+        book = self.book
+        require(book.queued[req.client] > 0, f"admission of {req.rid!r}: client has no queued request")
+        book.queued[req.client] -= 1
+        book.running[req.client] += 1
+        if req.rid in book.charged_rids:
+            return 0.0
+        book.charged_rids.add(req.rid)
+        return self.cost.extend_cost(extend_len(req))
+
+    def _charge(self, client: str, amount: float) -> None:
+        """Record ``amount`` of service for ``client``; subclasses also move their counters."""
+        self.book.service[client] += amount
+
+    def _leave_running(self, client: str) -> None:
+        require(self.book.running[client] > 0, f"client {client!r} has no running request")
+        self.book.running[client] -= 1

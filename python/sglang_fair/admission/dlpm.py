@@ -1,0 +1,85 @@
+"""Deficit Longest Prefix Match: Algorithm 1 of 000 (Cao et al.), weighted by per-client weights.
+
+State: the active client list l (clients with a waiting or running request) and a deficit counter
+q_i per client. A client that joins l, new or back after having nothing waiting or running, starts
+at q_i = 0 (line 12). Each step scans the waiting queue in LPM order (line 16); a request is admitted
+only if its client's counter is positive and it fits (line 21), and admission charges w_e times its
+extend length (line 23). Every output token charges w_q (line 26). When the scan meets a client with
+q_i <= 0, CHECKREFILL runs (line 20): if no client with a waiting request has a positive counter,
+every active client with q_i <= 0 gains Q^u times its weight (lines 3-8). Scans repeat until one
+admits nothing and refills nothing (the ``while not Queue.empty()`` of line 17, made to terminate).
+
+Bound (000 Thm 4.1): clients continuously backlogged over [t1, t2] receive service (per unit of
+weight) within 2 * (U + Q^u) of each other, U = w_e * L_input + w_q * M.
+
+Work conservation: a request that fits is skipped only while some other client with a waiting
+request still has a positive counter; that client's requests are admitted first once they fit.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from sglang_fair.admission.base import AdmissionConfig, AdmissionPolicy, Budget, R, WaitingRequest
+from sglang_fair.admission.lpm import lpm_order
+
+
+class DLPM(AdmissionPolicy):
+    name = "dlpm"
+
+    def __init__(self, config: AdmissionConfig) -> None:
+        super().__init__(config)
+        self.deficits: defaultdict[str, float] = defaultdict(float)
+        self.refills = 0  # number of CHECKREFILL rounds that refilled, for inspection
+
+    def counter(self, client: str) -> float | None:
+        return self.deficits[client]
+
+    def on_arrival(self, req: WaitingRequest) -> None:
+        if not self.book.active(req.client):
+            self.deficits[req.client] = 0.0
+        super().on_arrival(req)
+
+    def _charge(self, client: str, amount: float) -> None:
+        super()._charge(client, amount)
+        self.deficits[client] -= amount
+
+    def _queued_client_has_credit(self) -> bool:
+        return any(n > 0 and self.deficits[c] > 0 for c, n in self.book.queued.items())
+
+    def _refill(self) -> None:
+        """Lines 6-7: every active client with q_i <= 0 gains Q^u times its weight."""
+        book = self.book
+        for client in [c for c in set(book.queued) | set(book.running) if book.active(c)]:
+            if self.deficits[client] <= 0:
+                self.deficits[client] += self.config.quantum * self.cost.weight(client)
+        self.refills += 1
+
+    def select(self, waiting: Sequence[R], budget: Budget) -> list[R]:
+        queue = lpm_order(waiting)
+        admitted: list[R] = []
+        progress = True
+        credit: bool | None = None  # cached CHECKREFILL condition; None = recompute
+        while queue and progress and not budget.exhausted():
+            progress = False
+            remaining: list[R] = []
+            for i, req in enumerate(queue):
+                if budget.exhausted():
+                    remaining.extend(queue[i:])
+                    break
+                client = req.client
+                if self.deficits[client] <= 0:  # line 20: CHECKREFILL
+                    if credit is None:
+                        credit = self._queued_client_has_credit()
+                    if not credit:
+                        self._refill()
+                        credit, progress = None, True
+                if self.deficits[client] > 0 and budget.try_add(req):
+                    self._charge(client, self._admit(req))
+                    admitted.append(req)
+                    credit, progress = None, True
+                else:
+                    remaining.append(req)
+            queue = remaining
+        return admitted

@@ -1,0 +1,56 @@
+"""The ``sglang-fair`` command line: one subcommand per module, each exposing ``register(subparsers)``.
+
+A subcommand module adds its parser and sets ``func`` (called with the parsed namespace, returning
+an exit code). Modules that need optional extras import them inside ``func``, so ``--help`` and the
+base commands work on the base install.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from sglang_fair.core.errors import ConfigError
+
+COMMAND_MODULES = (
+    "sglang_fair.demo",
+    "sglang_fair.sim.cli",
+    "sglang_fair.bench.core",
+    "sglang_fair.sglang_plugin.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sglang-fair",
+        description="Locality-aware fair scheduling (DLPM, D2LPM, VTC) for LLM serving.",
+    )
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name is not None and name.startswith(err.name):
+                continue  # that subcommand is not part of this build
+            raise
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ConfigError as err:
+        print(f"sglang-fair {args.command}: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,48 @@
+"""The service cost of the papers: cost = w_e * extend tokens + w_q * output tokens.
+
+Extend tokens are input tokens not served from the prefix cache (000 §3); the VTC paper (001 §3.1)
+uses the same linear form over all input tokens. Per-client weights give weighted fair sharing: a
+client of weight 2 is entitled to twice the service of a client of weight 1.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from sglang_fair.core.errors import require
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Weights of the service cost and the per-client fair-share weights (default 1)."""
+
+    w_e: float = 1.0
+    w_q: float = 2.0
+    client_weights: Mapping[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        require(self.w_e >= 0, f"w_e must be >= 0, got {self.w_e}")
+        require(self.w_q >= 0, f"w_q must be >= 0, got {self.w_q}")
+        require(self.w_e > 0 or self.w_q > 0, "w_e and w_q cannot both be 0")
+        for client, weight in self.client_weights.items():
+            require(weight > 0, f"weight of client {client!r} must be > 0, got {weight}")
+        object.__setattr__(self, "client_weights", MappingProxyType(dict(self.client_weights)))
+
+    def extend_cost(self, extend_tokens: int) -> float:
+        """Cost of prefilling ``extend_tokens`` uncached input tokens."""
+        require(extend_tokens >= 0, f"extend tokens must be >= 0, got {extend_tokens}")
+        return self.w_e * extend_tokens
+
+    def output_cost(self, output_tokens: int) -> float:
+        """Cost of producing ``output_tokens`` output tokens."""
+        require(output_tokens >= 0, f"output tokens must be >= 0, got {output_tokens}")
+        return self.w_q * output_tokens
+
+    def cost(self, extend_tokens: int, output_tokens: int) -> float:
+        return self.extend_cost(extend_tokens) + self.output_cost(output_tokens)
+
+    def weight(self, client: str) -> float:
+        """Fair-share weight of ``client`` (1 unless configured)."""
+        return self.client_weights.get(client, 1.0)

@@ -1,0 +1,47 @@
+"""A string-keyed registry of policy factories, so every policy is chosen by name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+from sglang_fair.core.errors import ConfigError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    """Maps names to factories of one kind of policy (``kind`` is used in error messages)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._factories: dict[str, Callable[..., T]] = {}
+
+    def register(self, name: str) -> Callable[[Callable[..., T]], Callable[..., T]]:
+        """Decorator: register ``factory`` under ``name`` (names are unique)."""
+
+        def add(factory: Callable[..., T]) -> Callable[..., T]:
+            if name in self._factories:
+                raise ValueError(f"{self.kind} policy {name!r} registered twice")
+            self._factories[name] = factory
+            return factory
+
+        return add
+
+    def create(self, name: str, *args: object, **kwargs: object) -> T:
+        """Build the policy registered as ``name``; unknown names list the known ones."""
+        try:
+            factory = self._factories[name]
+        except KeyError:
+            known = ", ".join(sorted(self._factories))
+            raise ConfigError(f"unknown {self.kind} policy {name!r}; known: {known}") from None
+        return factory(*args, **kwargs)
+
+    def names(self) -> list[str]:
+        return sorted(self._factories)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._factories
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
