@@ -10,10 +10,11 @@ life of each request:
     on_finish(req)         a running request left the batch (finished or aborted)
     on_drop(req)           a waiting request left the queue without running (aborted)
 
-Charging rule, the same for every policy: a request's extend cost, w_e * (input - cached prefix), is
-charged once, when it is first admitted; a retracted request that is admitted again is not charged a
-second time (the recomputation is the system's choice, not the client's). Output tokens are charged
-as they are produced, so tokens produced before a retraction or an abort stay charged.
+Charging rule, the same for every policy: a request's admission cost, w_e * (input - cached prefix)
+(VTC, as in 001, counts all input), is charged once, when it is first admitted; a retracted request
+admitted again is not charged a second time (the recomputation is the system's choice, not the
+client's). Output tokens are charged as they are produced, so tokens produced before a retraction
+or an abort stay charged.
 
 Time is never read: requests carry their arrival time, and the order of calls is the clock.
 """
@@ -124,8 +125,10 @@ class AdmissionPolicy(ABC):
         self._charge(client, self.cost.output_cost(tokens))
 
     def on_retract(self, req: WaitingRequest) -> None:
+        """Back to the waiting queue; the client stays active, so no counter is reset."""
         self._leave_running(req.client)
-        self.on_arrival(req)
+        self._requeue(req)
+        self.book.queued[req.client] += 1
 
     def on_finish(self, req: WaitingRequest) -> None:
         self._leave_running(req.client)
@@ -163,7 +166,14 @@ class AdmissionPolicy(ABC):
         if req.rid in book.charged_rids:
             return 0.0
         book.charged_rids.add(req.rid)
+        return self.admission_cost(req)
+
+    def admission_cost(self, req: WaitingRequest) -> float:
+        """Service charged when ``req`` is admitted: w_e times its extend length (000 §3)."""
         return self.cost.extend_cost(extend_len(req))
+
+    def _requeue(self, req: WaitingRequest) -> None:  # noqa: B027 (an optional hook)
+        """Hook: a retracted request is about to rejoin the waiting queue."""
 
     def _charge(self, client: str, amount: float) -> None:
         """Record ``amount`` of service for ``client``; subclasses also move their counters."""

@@ -1,6 +1,8 @@
 """Virtual Token Counter: Algorithm 2 of 001 (Sheng et al., OSDI 24), weighted VTC of its §4.3.
 
-Each client has a virtual counter c_i of the service it received, divided by its weight. Selection
+Each client has a virtual counter c_i of the service it received, divided by its weight; service is
+001's cost, w_e * input tokens + w_q * output tokens (all input tokens: VTC ignores the prefix
+cache, which is what makes it scatter shared prefixes). Selection
 repeatedly takes the client with the smallest counter among those with waiting requests, admits its
 earliest request and charges the extend cost at once; it stops at the first selected request that
 does not fit (Alg. 2, line 21), so a big request is not starved by smaller ones behind it. Output
@@ -17,10 +19,17 @@ at most 2 * max(w_e * L_input, w_q * M).
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import defaultdict, deque
 from collections.abc import Sequence
 
-from sglang_fair.admission.base import AdmissionConfig, AdmissionPolicy, Budget, R, WaitingRequest
+from sglang_fair.admission.base import (
+    AdmissionConfig,
+    AdmissionPolicy,
+    Budget,
+    R,
+    WaitingRequest,
+    extend_len,
+)
 
 
 class VTC(AdmissionPolicy):
@@ -49,6 +58,15 @@ class VTC(AdmissionPolicy):
             return
         self.counters[client] = max(self.counters[client], floor)
 
+    def admission_cost(self, req: WaitingRequest) -> float:
+        """001 counts every input token: VTC does not know about the prefix cache."""
+        extend_len(req)  # validates the lengths
+        return self.cost.extend_cost(req.input_len)
+
+    def _requeue(self, req: WaitingRequest) -> None:
+        if self.book.queued[req.client] == 0:
+            self._lift(req.client)
+
     def on_drop(self, req: WaitingRequest) -> None:
         super().on_drop(req)
         self.last_left = req.client
@@ -58,18 +76,19 @@ class VTC(AdmissionPolicy):
         self.counters[client] += amount / self.cost.weight(client)
 
     def select(self, waiting: Sequence[R], budget: Budget) -> list[R]:
-        per_client: dict[str, list[R]] = {}
-        for req in sorted(waiting, key=lambda r: r.arrival, reverse=True):
-            per_client.setdefault(req.client, []).append(req)  # each list: latest first
+        order = sorted(waiting, key=lambda r: r.arrival)
+        heads: dict[str, deque[int]] = {}  # per client: positions in ``order``, earliest first
+        for i, req in enumerate(order):
+            heads.setdefault(req.client, deque()).append(i)
         admitted: list[R] = []
-        while per_client and not budget.exhausted():
-            client = min(per_client, key=lambda c: (self.counters[c], per_client[c][-1].arrival))
-            req = per_client[client][-1]
-            if not budget.try_add(req):
+        while heads and not budget.exhausted():
+            client = min(heads, key=lambda c: (self.counters[c], heads[c][0]))
+            req = order[heads[client][0]]
+            if not budget.try_add(req):  # Alg. 2 line 21: stop at the first misfit
                 break
-            per_client[client].pop()
-            if not per_client[client]:
-                del per_client[client]
+            heads[client].popleft()
+            if not heads[client]:
+                del heads[client]
             self._charge(client, self._admit(req))
             self.last_left = client
             admitted.append(req)

@@ -1,0 +1,199 @@
+"""A model of a worker's prefix cache: a KV pool of ``capacity`` tokens shared with a radix tree.
+
+Tokens in the pool are either in the tree (``cached_tokens``) or reserved outside it by running
+requests (``reserved_tokens``). Running requests lock the tree path they reuse (reference counts);
+eviction removes least-recently-used unlocked leaves, one whole node at a time, as SGLang's radix
+cache does. Recency is a logical clock that advances on every match and insert: no wall clock.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sglang_fair.core.errors import require
+
+
+class CacheNode:
+    """One edge of the tree: ``key`` holds its tokens; ``ref`` counts running requests using it."""
+
+    __slots__ = ("children", "depth", "key", "last_access", "parent", "ref")
+
+    def __init__(self, key: list[int], parent: CacheNode | None, depth: int) -> None:
+        self.key = key
+        self.parent = parent
+        self.depth = depth  # tokens from the root to the end of this node
+        self.children: dict[int, CacheNode] = {}
+        self.ref = 0
+        self.last_access = 0
+
+
+@dataclass(frozen=True)
+class Evicted:
+    """``tokens[start:]`` left the cache; ``tokens[:start]`` is still cached."""
+
+    tokens: tuple[int, ...]
+    start: int
+
+
+class LocalRadixCache:
+    """Prefix cache + KV pool accounting of one worker (see the module docstring)."""
+
+    def __init__(self, capacity: int) -> None:
+        require(capacity > 0, f"cache capacity must be > 0, got {capacity}")
+        self.capacity = capacity
+        self.root = CacheNode([], None, 0)
+        self.root.ref = 1  # the root is never evicted
+        self.cached_tokens = 0
+        self.evictable_tokens = 0
+        self.reserved_tokens = 0
+        self.evicted: list[Evicted] = []  # log of evictions, for a host to drain and report
+        self._clock = itertools.count(1)
+
+    @property
+    def free_tokens(self) -> int:
+        return self.capacity - self.cached_tokens - self.reserved_tokens
+
+    # ---- lookup and insertion ---------------------------------------------------------------------
+    def match_prefix(self, tokens: Sequence[int]) -> tuple[int, CacheNode]:
+        """Longest cached prefix of ``tokens``: its length and the node that ends exactly there."""
+        tokens = as_token_list(tokens)
+        node, pos, now = self.root, 0, next(self._clock)
+        n = len(tokens)
+        while pos < n:
+            child = node.children.get(tokens[pos])
+            if child is None:
+                break
+            key = child.key
+            common = common_len(key, tokens, pos)
+            child.last_access = now
+            if common < len(key):
+                if common > 0:
+                    node = self._split(child, common)
+                    pos += common
+                break
+            node, pos = child, pos + len(key)
+        return pos, node
+
+    def insert(self, tokens: Sequence[int]) -> tuple[int, CacheNode]:
+        """Add ``tokens`` to the tree; return how many tokens were new and the node ending at the end.
+
+        The caller owns the pool space for the new tokens (a running request's reservation) and
+        releases its reservation afterwards, so the pool never overflows here.
+        """
+        tokens = as_token_list(tokens)
+        matched, node = self.match_prefix(tokens)
+        if matched == len(tokens):
+            return 0, node
+        leaf = CacheNode(list(tokens[matched:]), node, len(tokens))
+        leaf.last_access = next(self._clock)
+        node.children[leaf.key[0]] = leaf
+        added = len(leaf.key)
+        self.cached_tokens += added
+        self.evictable_tokens += added
+        return added, leaf
+
+    def _split(self, child: CacheNode, at: int) -> CacheNode:
+        """Split ``child`` after ``at`` tokens; return the new upper node."""
+        parent = child.parent
+        assert parent is not None
+        upper = CacheNode(child.key[:at], parent, child.depth - len(child.key) + at)
+        upper.ref, upper.last_access = child.ref, child.last_access
+        child.key = child.key[at:]
+        child.parent = upper
+        upper.children[child.key[0]] = child
+        parent.children[upper.key[0]] = upper
+        return upper
+
+    # ---- reference counts -------------------------------------------------------------------------
+    def lock(self, node: CacheNode) -> None:
+        """A running request uses the path root..node: it must not be evicted."""
+        while node is not self.root:
+            if node.ref == 0:
+                self.evictable_tokens -= len(node.key)
+            node.ref += 1
+            node = node.parent  # type: ignore[assignment]
+
+    def unlock(self, node: CacheNode) -> None:
+        while node is not self.root:
+            require(node.ref > 0, "unlock of a node that is not locked")
+            node.ref -= 1
+            if node.ref == 0:
+                self.evictable_tokens += len(node.key)
+            node = node.parent  # type: ignore[assignment]
+
+    # ---- pool -------------------------------------------------------------------------------------
+    def alloc(self, n: int) -> bool:
+        """Reserve ``n`` pool tokens outside the tree, evicting LRU leaves if needed."""
+        require(n >= 0, f"cannot reserve {n} tokens")
+        if self.free_tokens < n:
+            self.evict(n - self.free_tokens)
+        if self.free_tokens < n:
+            return False
+        self.reserved_tokens += n
+        return True
+
+    def release(self, n: int) -> None:
+        require(0 <= n <= self.reserved_tokens, f"release of {n} tokens, {self.reserved_tokens} reserved")
+        self.reserved_tokens -= n
+
+    def evict(self, n: int) -> list[Evicted]:
+        """Remove least-recently-used unlocked leaves until ``n`` tokens are freed or none is left."""
+        heap = [(leaf.last_access, id(leaf), leaf) for leaf in self._evictable_leaves()]
+        heapq.heapify(heap)
+        evicted: list[Evicted] = []
+        freed = 0
+        while freed < n and heap:
+            _, _, leaf = heapq.heappop(heap)
+            parent = leaf.parent
+            assert parent is not None
+            evicted.append(Evicted(self._path(leaf), leaf.depth - len(leaf.key)))
+            self.evicted.append(evicted[-1])
+            del parent.children[leaf.key[0]]
+            freed += len(leaf.key)
+            self.cached_tokens -= len(leaf.key)
+            self.evictable_tokens -= len(leaf.key)
+            if parent is not self.root and not parent.children and parent.ref == 0:
+                heapq.heappush(heap, (parent.last_access, id(parent), parent))
+        return evicted
+
+    def _evictable_leaves(self) -> list[CacheNode]:
+        leaves, stack = [], [self.root]
+        while stack:
+            node = stack.pop()
+            if node.children:
+                stack.extend(node.children.values())
+            elif node.ref == 0:
+                leaves.append(node)
+        return leaves
+
+    @staticmethod
+    def _path(node: CacheNode) -> tuple[int, ...]:
+        parts: list[list[int]] = []
+        cur: CacheNode | None = node
+        while cur is not None and cur.parent is not None:
+            parts.append(cur.key)
+            cur = cur.parent
+        return tuple(tok for part in reversed(parts) for tok in part)
+
+
+def as_token_list(tokens: Sequence[int]) -> list[int]:
+    """Token ids as a list, the one type the trees store and compare (slices compare in C)."""
+    return tokens if isinstance(tokens, list) else list(tokens)
+
+
+def common_len(key: list[int], tokens: list[int], pos: int) -> int:
+    """Length of the common prefix of ``key`` and ``tokens[pos:]``."""
+    n = min(len(key), len(tokens) - pos)
+    if key[:n] == tokens[pos : pos + n]:
+        return n
+    lo, hi = 0, n  # binary search on equal-prefix length: slices compare in C
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if key[:mid] == tokens[pos : pos + mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

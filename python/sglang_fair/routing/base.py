@@ -1,0 +1,97 @@
+"""The routing interface: which worker gets a request.
+
+A host (the fair router process, the simulator, a test) drives a :class:`RoutingPolicy`:
+
+    route(req) -> worker      choose a worker and record the dispatch (queue size +1; policies
+                              that keep the global tree insert the input tokens for that worker)
+    on_finish(worker, client, output_tokens)
+                              the request finished (or was aborted) there: queue size -1
+    on_evict(worker, tokens, start)
+                              the worker's cache dropped ``tokens[start:]``
+
+Queue size s_w counts requests dispatched to w and not yet finished, as in 000 Alg. 2. Ties between
+equally good workers go to the lowest index, so runs are deterministic. Time is never read.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Protocol
+
+from sglang_fair.core.cost import CostModel
+from sglang_fair.core.errors import require
+from sglang_fair.core.global_tree import GlobalRadixTree
+
+
+class RouteRequest(Protocol):
+    @property
+    def rid(self) -> Hashable: ...
+    @property
+    def client(self) -> str: ...
+    @property
+    def tokens(self) -> Sequence[int]: ...
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """Configuration of the global router; defaults of cache_aware are the SGLang router's."""
+
+    policy: str = field(default="d2lpm", metadata={"help": "routing policy"})
+    num_workers: int = field(default=1, metadata={"help": "number of data-parallel workers"})
+    quantum: float = field(default=16384.0, metadata={"help": "Q^w of D2LPM: per-worker quantum"})
+    cache_threshold: float = field(default=0.3, metadata={"help": "cache_aware: match rate to exploit"})
+    balance_abs_threshold: int = field(default=64, metadata={"help": "cache_aware: max-min load"})
+    balance_rel_threshold: float = field(default=1.5, metadata={"help": "cache_aware: max/min load"})
+    preble_threshold: float = field(default=0.5, metadata={"help": "preble: match ratio to exploit"})
+    max_tree_tokens: int = field(default=1 << 26, metadata={"help": "bound of the global tree"})
+    cost: CostModel = field(default_factory=CostModel)
+
+    def __post_init__(self) -> None:
+        require(self.num_workers >= 1, f"num_workers must be >= 1, got {self.num_workers}")
+        require(self.quantum > 0, f"quantum (Q^w) must be > 0, got {self.quantum}")
+        for name in ("cache_threshold", "preble_threshold"):
+            value = getattr(self, name)
+            require(0 <= value <= 1, f"{name} must be in [0, 1], got {value}")
+        require(self.balance_abs_threshold >= 0, "balance_abs_threshold must be >= 0")
+        require(self.balance_rel_threshold >= 1, "balance_rel_threshold must be >= 1")
+        require(self.max_tree_tokens > 0, "max_tree_tokens must be > 0")
+
+
+def least_loaded(workers: Iterable[int], queue: Sequence[int]) -> int:
+    """The worker of ``workers`` with the smallest queue (lowest index on ties)."""
+    return min(workers, key=lambda w: (queue[w], w))
+
+
+class RoutingPolicy(ABC):
+    """Base class: keeps queue sizes and, for policies that need it, the global radix tree."""
+
+    name: ClassVar[str]
+    uses_tree: ClassVar[bool] = False
+
+    def __init__(self, config: RouterConfig) -> None:
+        self.config = config
+        self.workers = range(config.num_workers)
+        self.queue = [0] * config.num_workers
+        self.tree = GlobalRadixTree(config.max_tree_tokens)
+
+    def route(self, req: RouteRequest) -> int:
+        worker = self.choose(req)
+        self.queue[worker] += 1
+        if self.uses_tree:
+            self.tree.insert(req.tokens, worker)
+        return worker
+
+    @abstractmethod
+    def choose(self, req: RouteRequest) -> int:
+        """Pick the worker for ``req``; :meth:`route` records the dispatch."""
+
+    def on_finish(self, worker: int, client: str, output_tokens: int) -> None:
+        require(output_tokens >= 0, f"negative output tokens {output_tokens}")
+        require(worker in self.workers, f"unknown worker {worker}")
+        self.queue[worker] = max(0, self.queue[worker] - 1)
+
+    def on_evict(self, worker: int, tokens: Sequence[int], start: int = 0) -> None:
+        if self.uses_tree:
+            self.tree.remove(tokens, worker, start)

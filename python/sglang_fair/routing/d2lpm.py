@@ -1,0 +1,51 @@
+"""Double Deficit LPM: Algorithm 2 of 000 (Cao et al.), the global half of D²LPM.
+
+Per (client, worker) deficit counters q[i][w], starting at 0. For a request r of client i:
+G = workers holding the longest match of r in the global tree (line 13); G_avail = workers with
+q[i][w] > 0, and while G_avail is empty every q[i][w] gains Q^w (lines 4-6); the least-queued worker
+of G ∩ G_avail gets r, else the least-queued worker of G_avail (lines 7-8). Dispatch charges
+w_e * |input| to q[i][w], adds 1 to the queue size and inserts r's tokens into the global tree for w
+(lines 15-18); a finish charges w_q * output tokens and subtracts 1 (lines 22-23); evictions prune
+the tree (line 27). Workers run DLPM locally; together they keep backlogged clients within
+2 |W| (U + Q^u) of each other (000 Thm 5.1).
+"""
+
+from __future__ import annotations
+
+import math
+
+from sglang_fair.routing.base import RouterConfig, RouteRequest, RoutingPolicy, least_loaded
+
+
+class D2LPM(RoutingPolicy):
+    name = "d2lpm"
+    uses_tree = True
+
+    def __init__(self, config: RouterConfig) -> None:
+        super().__init__(config)
+        self.deficits: dict[str, list[float]] = {}
+
+    def counters(self, client: str) -> list[float]:
+        """q[client][w] for every worker (created at 0 for a new client)."""
+        if client not in self.deficits:
+            self.deficits[client] = [0.0] * len(self.workers)
+        return self.deficits[client]
+
+    def choose(self, req: RouteRequest) -> int:
+        q = self.counters(req.client)
+        available = [w for w in self.workers if q[w] > 0]
+        if not available:  # lines 5-6, all rounds at once: the fewest that make one counter positive
+            quantum = self.config.quantum
+            rounds = min(math.floor(-q[w] / quantum) + 1 for w in self.workers)
+            for w in self.workers:
+                q[w] += rounds * quantum
+            available = [w for w in self.workers if q[w] > 0]
+        _, holders = self.tree.longest_match(req.tokens)
+        candidates = [w for w in available if w in holders]
+        worker = least_loaded(candidates or available, self.queue)
+        q[worker] -= self.config.cost.extend_cost(len(req.tokens))
+        return worker
+
+    def on_finish(self, worker: int, client: str, output_tokens: int) -> None:
+        super().on_finish(worker, client, output_tokens)
+        self.counters(client)[worker] -= self.config.cost.output_cost(output_tokens)

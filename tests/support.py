@@ -1,0 +1,45 @@
+"""Builders shared by the tests: simulated requests and one-call cluster runs."""
+
+from __future__ import annotations
+
+from sglang_fair.admission import AdmissionConfig
+from sglang_fair.core.cost import CostModel
+from sglang_fair.routing import RouterConfig
+from sglang_fair.sim.backlog import BacklogRecorder
+from sglang_fair.sim.cluster import Cluster, ClusterConfig
+from sglang_fair.sim.request import SimRequest
+
+
+def req(rid: int, client: str, tokens: list[int], output_len: int = 1, arrival: float = 0) -> SimRequest:
+    return SimRequest(rid=rid, client=client, tokens=tokens, output_len=output_len, arrival=arrival)
+
+
+def run_cluster(
+    requests: list[SimRequest],
+    policy: str = "dlpm",
+    router: str = "round_robin",
+    workers: int = 1,
+    capacity: int = 4096,
+    max_running: int = 256,
+    quantum: float = 100.0,
+    router_quantum: float = 100.0,
+    cost: CostModel | None = None,
+    every_worker: bool = False,
+    perceived: bool = False,
+) -> tuple[Cluster, BacklogRecorder]:
+    cost = cost or CostModel()
+    cluster = Cluster(
+        ClusterConfig(workers=workers, capacity=capacity, max_running=max_running),
+        AdmissionConfig(policy=policy, quantum=quantum, cost=cost),
+        RouterConfig(policy=router, num_workers=workers, quantum=router_quantum, cost=cost),
+    )
+    clients = sorted({r.client for r in requests})
+    recorder = BacklogRecorder(clients, cost, every_worker=every_worker, perceived=perceived)
+    cluster.run(requests, recorder)
+    return cluster, recorder
+
+
+def admission_order(cluster: Cluster) -> list[str]:
+    """Clients of the finished requests in the order they were admitted."""
+    done = sorted(cluster.finished, key=lambda r: (r.admitted_at, r.first_token_at, r.rid))
+    return [r.client for r in done]

@@ -1,0 +1,52 @@
+import pytest
+
+from sglang_fair.admission import AdmissionConfig, make_admission_policy
+from sglang_fair.core.cost import CostModel
+from sglang_fair.core.errors import ConfigError
+from sglang_fair.routing import RouterConfig, make_routing_policy
+
+
+def test_cost_is_weighted_extend_plus_output() -> None:
+    cost = CostModel()
+    assert cost.cost(extend_tokens=10, output_tokens=3) == 10 * 1 + 3 * 2
+    assert CostModel(w_e=0.5, w_q=4).cost(4, 1) == 6
+    assert CostModel(client_weights={"gold": 3}).weight("gold") == 3
+    assert CostModel().weight("anyone") == 1
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"w_e": -1}, {"w_q": -0.1}, {"w_e": 0, "w_q": 0}, {"client_weights": {"a": 0}},
+               {"client_weights": {"a": -2}}],
+)
+def test_bad_cost_is_rejected(kwargs: dict[str, object]) -> None:
+    with pytest.raises(ConfigError):
+        CostModel(**kwargs)  # type: ignore[arg-type]
+
+
+def test_negative_lengths_are_rejected() -> None:
+    with pytest.raises(ConfigError, match="extend tokens"):
+        CostModel().extend_cost(-1)
+    with pytest.raises(ConfigError, match="output tokens"):
+        CostModel().output_cost(-5)
+
+
+def test_unknown_policy_lists_known_names() -> None:
+    with pytest.raises(ConfigError, match=r"unknown admission policy 'lfu'; known: dlpm, fcfs, lpm, vtc"):
+        make_admission_policy(AdmissionConfig(policy="lfu"))
+    with pytest.raises(ConfigError, match=r"known: cache_aware, client_rr, d2lpm, preble, round_robin"):
+        make_routing_policy(RouterConfig(policy="random"))
+
+
+@pytest.mark.parametrize("quantum", [0, -1.0])
+def test_quantum_must_be_positive(quantum: float) -> None:
+    with pytest.raises(ConfigError, match="quantum"):
+        AdmissionConfig(quantum=quantum)
+    with pytest.raises(ConfigError, match="quantum"):
+        RouterConfig(quantum=quantum)
+
+
+def test_bad_router_config() -> None:
+    with pytest.raises(ConfigError, match="num_workers"):
+        RouterConfig(num_workers=0)
+    with pytest.raises(ConfigError, match="cache_threshold"):
+        RouterConfig(cache_threshold=1.5)

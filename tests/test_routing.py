@@ -1,0 +1,88 @@
+"""Routing policies on hand-built inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from sglang_fair.routing import RouterConfig, RoutingPolicy, make_routing_policy
+
+
+@dataclass
+class Q:
+    rid: int
+    client: str
+    tokens: list[int] = field(default_factory=list)
+
+
+def router(name: str, workers: int = 3, **kw: float) -> RoutingPolicy:
+    return make_routing_policy(RouterConfig(policy=name, num_workers=workers, **kw))  # type: ignore[arg-type]
+
+
+def test_round_robin_and_shortest_queue() -> None:
+    rr = router("round_robin")
+    assert [rr.route(Q(i, "a")) for i in range(5)] == [0, 1, 2, 0, 1]
+    assert rr.queue == [2, 2, 1]
+    sq = router("shortest_queue")
+    sq.queue = [3, 1, 1]
+    assert sq.route(Q(0, "a")) == 1 and sq.route(Q(1, "a")) == 2
+    sq.on_finish(0, "a", 5)
+    assert sq.queue == [2, 2, 2]
+
+
+def test_client_round_robin_is_per_client() -> None:
+    crr = router("client_rr")
+    got = [crr.route(Q(i, c)) for i, c in enumerate("aabab")]
+    assert got == [0, 1, 0, 2, 1]
+
+
+def test_cache_aware_exploits_match_then_balances_load() -> None:
+    ca = router("cache_aware", workers=2, balance_abs_threshold=2, balance_rel_threshold=1.5)
+    doc = list(range(100))
+    assert ca.route(Q(0, "a", doc + [1])) == 0  # empty trees: smallest tree, lowest index
+    assert ca.route(Q(1, "b", [7] * 50)) == 1  # no match: the worker with the smaller tree
+    assert ca.route(Q(2, "a", doc + [2])) == 0  # 100/101 matched > 0.3: the matching worker
+    assert ca.route(Q(3, "a", doc + [3])) == 0
+    assert ca.queue == [3, 1]
+    assert ca.route(Q(4, "a", doc + [4])) == 0  # max - min = 2, not > 2: still balanced
+    assert ca.route(Q(5, "a", doc + [5])) == 1  # 4 - 1 > 2 and 4 > 1.5: imbalanced, least loaded
+
+
+def test_preble_explores_below_threshold_and_exploits_above() -> None:
+    pb = router("preble", workers=2, preble_threshold=0.5)
+    pb.route(Q(0, "a", [1] * 10))
+    pb.queue = [5, 0]
+    assert pb.route(Q(1, "a", [1] * 10 + [2] * 5)) == 0  # 10/15 >= 0.5: exploit worker 0
+    assert pb.route(Q(2, "a", [1] * 4 + [3] * 20)) == 1  # 4/24 < 0.5: explore the least loaded
+
+
+def test_d2lpm_follows_algorithm_2() -> None:
+    d2 = router("d2lpm", workers=3, quantum=100)
+    doc = [9] * 60
+    # New client: every q = 0, so G_avail is empty: refill all by Q^w; no match: least queued.
+    assert d2.route(Q(0, "a", doc)) == 0
+    assert d2.counters("a") == [100 - 60, 100, 100]
+    # G = {0} holds the longest match and q[a][0] = 40 > 0: stay on worker 0 despite its queue.
+    assert d2.route(Q(1, "a", doc + [1])) == 0
+    assert d2.counters("a") == [40 - 61, 100, 100]
+    # q[a][0] <= 0: worker 0 is unavailable, so the least-queued available worker gets it.
+    assert d2.route(Q(2, "a", doc + [2])) == 1
+    assert d2.queue == [2, 1, 0]
+    d2.on_finish(0, "a", output_tokens=10)
+    assert d2.counters("a")[0] == -21 - 20 and d2.queue == [1, 1, 0]
+    # Both holders of the match are exhausted except worker 1 (q = 38): G ∩ G_avail = {1}.
+    assert d2.route(Q(3, "a", doc + [3])) == 1
+    # Eviction on worker 1 removes it from G; worker 2 is the only one left with credit... and
+    # once every counter is <= 0, all are refilled by as many quanta as needed.
+    d2.on_evict(1, doc, 0)
+    assert d2.tree.longest_match(doc)[1] == {0}
+    d2.counters("a")[:] = [-250.0, -30.0, -120.0]
+    assert d2.route(Q(4, "a", doc)) == 1  # one round: [-150, 70, -20] -> worker 1 is the only one
+    assert d2.counters("a") == [-150.0, 70.0 - 60, -20.0]
+
+
+def test_d2lpm_counters_are_per_client() -> None:
+    d2 = router("d2lpm", workers=2, quantum=50)
+    d2.route(Q(0, "a", [1] * 40))
+    assert d2.counters("b") == [0.0, 0.0]
+    assert d2.route(Q(1, "b", [1] * 40)) == 0  # b may follow the shared prefix with its own credit
+    assert d2.counters("b") == [10.0, 50.0]
