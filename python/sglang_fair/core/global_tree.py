@@ -31,12 +31,11 @@ class GlobalNode:
 
 def worker_set(mask: int) -> frozenset[int]:
     """The worker indices whose bits are set in ``mask``."""
-    out, w = [], 0
+    out = []
     while mask:
-        if mask & 1:
-            out.append(w)
-        mask >>= 1
-        w += 1
+        low = mask & -mask
+        out.append(low.bit_length() - 1)
+        mask ^= low
     return frozenset(out)
 
 

@@ -187,6 +187,8 @@ def as_token_list(tokens: Sequence[int]) -> list[int]:
 def common_len(key: list[int], tokens: list[int], pos: int) -> int:
     """Length of the common prefix of ``key`` and ``tokens[pos:]``."""
     n = min(len(key), len(tokens) - pos)
+    if n == len(key) and key == tokens[pos : pos + n]:  # the common case: the whole edge matches
+        return n
     if key[:n] == tokens[pos : pos + n]:
         return n
     lo, hi = 0, n  # binary search on equal-prefix length: slices compare in C

@@ -33,16 +33,16 @@ class D2LPM(RoutingPolicy):
 
     def choose(self, req: RouteRequest) -> int:
         q = self.counters(req.client)
-        available = [w for w in self.workers if q[w] > 0]
-        if not available:  # lines 5-6, all rounds at once: the fewest that make one counter positive
+        if max(q) <= 0:  # lines 5-6, all rounds at once: the fewest that make one counter positive
             quantum = self.config.quantum
-            rounds = min(math.floor(-q[w] / quantum) + 1 for w in self.workers)
+            rounds = min(math.floor(-x / quantum) + 1 for x in q)
             for w in self.workers:
                 q[w] += rounds * quantum
-            available = [w for w in self.workers if q[w] > 0]
         _, holders = self.tree.longest_match(req.tokens)
-        candidates = [w for w in available if w in holders]
-        worker = least_loaded(candidates or available, self.queue)
+        candidates = [w for w in holders if q[w] > 0]  # G ∩ G_avail
+        if not candidates:
+            candidates = [w for w in self.workers if q[w] > 0]  # G_avail
+        worker = least_loaded(candidates, self.queue)
         q[worker] -= self.config.cost.extend_cost(len(req.tokens))
         return worker
 
