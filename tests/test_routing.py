@@ -86,3 +86,25 @@ def test_d2lpm_counters_are_per_client() -> None:
     assert d2.counters("b") == [0.0, 0.0]
     assert d2.route(Q(1, "b", [1] * 40)) == 0  # b may follow the shared prefix with its own credit
     assert d2.counters("b") == [10.0, 50.0]
+
+
+def test_dead_workers_get_nothing_and_are_forgotten() -> None:
+    for name in ("round_robin", "shortest_queue", "client_rr", "cache_aware", "preble", "d2lpm"):
+        r = router(name, workers=3)
+        r.route(Q(0, "a", [1] * 30))
+        r.mark_dead(1)
+        assert r.queue[1] == 0 and 1 not in r.tree.longest_match([1] * 30)[1]
+        assert {r.route(Q(i, "a", [1] * 30)) for i in range(1, 12)} <= {0, 2}, name
+        r.mark_alive(1)
+        assert 1 in {r.route(Q(i, c, [i] * 5)) for i in range(12, 40) for c in "ab"}, name
+
+
+def test_routing_with_every_worker_dead_raises() -> None:
+    import pytest
+
+    from sglang_fair.routing import NoWorkerError
+
+    r = router("d2lpm", workers=1)
+    r.mark_dead(0)
+    with pytest.raises(NoWorkerError):
+        r.route(Q(0, "a", [1]))

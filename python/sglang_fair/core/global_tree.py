@@ -122,6 +122,11 @@ class GlobalRadixTree:
                 return
             node, pos = child, pos + len(child.key)
 
+    def forget_worker(self, worker: int) -> None:
+        """Drop everything recorded for ``worker`` (it died or restarted with an empty cache)."""
+        for child in list(self.root.children.values()):
+            self._drop_worker(child, 1 << worker)
+
     def _drop_worker(self, top: GlobalNode, bit: int) -> None:
         stack = [top]
         while stack:

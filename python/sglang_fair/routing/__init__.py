@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from sglang_fair.core.registry import Registry
-from sglang_fair.routing.base import RouterConfig, RouteRequest, RoutingPolicy, least_loaded
+from sglang_fair.routing.base import (
+    NoWorkerError,
+    RouterConfig,
+    RouteRequest,
+    RoutingPolicy,
+    least_loaded,
+)
 from sglang_fair.routing.cache_aware import CacheAware, Preble
 from sglang_fair.routing.d2lpm import D2LPM
 from sglang_fair.routing.simple import ClientRoundRobin, RoundRobin, ShortestQueue
@@ -20,6 +26,7 @@ def make_routing_policy(config: RouterConfig) -> RoutingPolicy:
 
 __all__ = [
     "ROUTING_POLICIES",
+    "NoWorkerError",
     "RouteRequest",
     "RouterConfig",
     "RoutingPolicy",

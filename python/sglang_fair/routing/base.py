@@ -9,6 +9,10 @@ A host (the fair router process, the simulator, a test) drives a :class:`Routing
     on_evict(worker, tokens, start)
                               the worker's cache dropped ``tokens[start:]``
 
+    mark_dead(worker) / mark_alive(worker)
+                              failure handling: a dead worker gets nothing, its queue size is
+                              reset and the tree forgets what it cached
+
 Queue size s_w counts requests dispatched to w and not yet finished, as in 000 Alg. 2. Ties between
 equally good workers go to the lowest index, so runs are deterministic. Time is never read.
 """
@@ -59,6 +63,10 @@ class RouterConfig:
         require(self.max_tree_tokens > 0, "max_tree_tokens must be > 0")
 
 
+class NoWorkerError(RuntimeError):
+    """Every worker is marked dead."""
+
+
 def least_loaded(workers: Iterable[int], queue: Sequence[int]) -> int:
     """The worker of ``workers`` with the smallest queue (lowest index on ties)."""
     return min(workers, key=lambda w: (queue[w], w))
@@ -73,10 +81,13 @@ class RoutingPolicy(ABC):
     def __init__(self, config: RouterConfig) -> None:
         self.config = config
         self.workers = range(config.num_workers)
+        self.alive = list(self.workers)  # workers that may receive requests, ascending
         self.queue = [0] * config.num_workers
         self.tree = GlobalRadixTree(config.max_tree_tokens)
 
     def route(self, req: RouteRequest) -> int:
+        if not self.alive:
+            raise NoWorkerError("no live worker to route to")
         worker = self.choose(req)
         self.queue[worker] += 1
         if self.uses_tree:
@@ -85,7 +96,19 @@ class RoutingPolicy(ABC):
 
     @abstractmethod
     def choose(self, req: RouteRequest) -> int:
-        """Pick the worker for ``req``; :meth:`route` records the dispatch."""
+        """Pick a worker of ``self.alive`` for ``req``; :meth:`route` records the dispatch."""
+
+    def mark_dead(self, worker: int) -> None:
+        require(worker in self.workers, f"unknown worker {worker}")
+        if worker in self.alive:
+            self.alive.remove(worker)
+        self.queue[worker] = 0
+        self.tree.forget_worker(worker)
+
+    def mark_alive(self, worker: int) -> None:
+        require(worker in self.workers, f"unknown worker {worker}")
+        if worker not in self.alive:
+            self.alive = sorted([*self.alive, worker])
 
     def on_finish(self, worker: int, client: str, output_tokens: int) -> None:
         require(output_tokens >= 0, f"negative output tokens {output_tokens}")

@@ -22,14 +22,15 @@ class CacheAware(RoutingPolicy):
 
     def choose(self, req: RouteRequest) -> int:
         cfg, queue = self.config, self.queue
-        high, low = max(queue), min(queue)
+        loads = [queue[w] for w in self.alive]
+        high, low = max(loads), min(loads)
         if high - low > cfg.balance_abs_threshold and high > cfg.balance_rel_threshold * low:
-            return least_loaded(self.workers, queue)
+            return least_loaded(self.alive, queue)
         matched, holders = self.tree.longest_match(req.tokens)
         if holders and matched / max(1, len(req.tokens)) > cfg.cache_threshold:
             return least_loaded(holders, queue)
         sizes = self.tree.worker_tokens
-        return min(self.workers, key=lambda w: (sizes[w], w))
+        return min(self.alive, key=lambda w: (sizes[w], w))
 
 
 class Preble(RoutingPolicy):
@@ -40,4 +41,4 @@ class Preble(RoutingPolicy):
         matched, holders = self.tree.longest_match(req.tokens)
         if holders and matched / max(1, len(req.tokens)) >= self.config.preble_threshold:
             return least_loaded(holders, self.queue)
-        return least_loaded(self.workers, self.queue)
+        return least_loaded(self.alive, self.queue)

@@ -32,16 +32,16 @@ class D2LPM(RoutingPolicy):
         return self.deficits[client]
 
     def choose(self, req: RouteRequest) -> int:
-        q = self.counters(req.client)
-        if max(q) <= 0:  # lines 5-6, all rounds at once: the fewest that make one counter positive
+        q, alive = self.counters(req.client), self.alive
+        if max(q[w] for w in alive) <= 0:  # lines 5-6, all rounds at once: the fewest that suffice
             quantum = self.config.quantum
-            rounds = min(math.floor(-x / quantum) + 1 for x in q)
+            rounds = min(math.floor(-q[w] / quantum) + 1 for w in alive)
             for w in self.workers:
                 q[w] += rounds * quantum
         _, holders = self.tree.longest_match(req.tokens)
-        candidates = [w for w in holders if q[w] > 0]  # G ∩ G_avail
+        candidates = [w for w in holders if q[w] > 0]  # G ∩ G_avail (holders are alive)
         if not candidates:
-            candidates = [w for w in self.workers if q[w] > 0]  # G_avail
+            candidates = [w for w in alive if q[w] > 0]  # G_avail
         worker = least_loaded(candidates, self.queue)
         q[worker] -= self.config.cost.extend_cost(len(req.tokens))
         return worker

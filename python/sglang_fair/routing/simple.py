@@ -17,8 +17,8 @@ class RoundRobin(RoutingPolicy):
         self.next = 0
 
     def choose(self, req: RouteRequest) -> int:
-        worker = self.next
-        self.next = (self.next + 1) % len(self.workers)
+        worker = self.alive[self.next % len(self.alive)]
+        self.next = (self.next + 1) % len(self.alive)
         return worker
 
 
@@ -28,7 +28,7 @@ class ShortestQueue(RoutingPolicy):
     name = "shortest_queue"
 
     def choose(self, req: RouteRequest) -> int:
-        return least_loaded(self.workers, self.queue)
+        return least_loaded(self.alive, self.queue)
 
 
 class ClientRoundRobin(RoutingPolicy):
@@ -41,6 +41,6 @@ class ClientRoundRobin(RoutingPolicy):
         self.next: defaultdict[str, int] = defaultdict(int)
 
     def choose(self, req: RouteRequest) -> int:
-        worker = self.next[req.client]
-        self.next[req.client] = (worker + 1) % len(self.workers)
-        return worker
+        turn = self.next[req.client] % len(self.alive)
+        self.next[req.client] = (turn + 1) % len(self.alive)
+        return self.alive[turn]
