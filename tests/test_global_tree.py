@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from array import array
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sglang_fair.core.global_tree import GlobalNode, GlobalRadixTree, worker_set
+from sglang_fair.core.global_tree import GlobalNode, GlobalRadixTree, pack_tokens, worker_set
 
 Ref = dict[tuple[int, ...], set[int]]
 
@@ -25,7 +27,7 @@ def tree_map(tree: GlobalRadixTree) -> Ref:
         for child in node.children.values():
             assert child.workers, "a node no worker holds must be unlinked"
             assert child.workers & node.workers == child.workers or node is tree.root
-            full = path + tuple(child.key)
+            full = path + tuple(array("I", child.key))
             for i in range(len(path) + 1, len(full) + 1):
                 out[full[:i]] = set(worker_set(child.workers))
             stack.append((child, full))
@@ -81,6 +83,15 @@ def test_longest_match_returns_the_workers_holding_the_longest_prefix() -> None:
     tree.remove([1, 2, 3, 4], worker=0, start=2)  # worker 0 evicted everything past [1, 2]
     assert tree.longest_match([1, 2, 3, 4]) == (3, frozenset({1}))
     assert tree.longest_match([1, 2]) == (2, frozenset({0, 1, 2}))
+
+
+def test_packed_and_list_tokens_are_interchangeable() -> None:
+    tree = GlobalRadixTree()
+    tree.insert(pack_tokens([5, 6, 7, 70_000]), worker=1)
+    assert tree.longest_match([5, 6, 7, 70_000, 1]) == (4, frozenset({1}))
+    assert tree.longest_match(pack_tokens([5, 6, 9])) == (2, frozenset({1}))
+    tree.remove([5, 6, 7, 70_000], worker=1, start=1)
+    assert tree.longest_match([5, 6]) == (1, frozenset({1}))
 
 
 def test_tree_is_bounded_with_lru_pruning() -> None:

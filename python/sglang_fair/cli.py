@@ -19,6 +19,8 @@ COMMAND_MODULES = (
     "sglang_fair.sim.cli",
     "sglang_fair.bench.core",
     "sglang_fair.sglang_plugin.cli",
+    "sglang_fair_router.cli",
+    "sglang_fair_router.bench",
 )
 
 

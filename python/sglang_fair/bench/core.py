@@ -2,8 +2,8 @@
 
 - D²LPM dispatch (longest match + counters + insert) of 4,096-token prompts at 8 and 64 workers,
   against a global tree already holding ``prefixes`` cached prompts (documents shared by many
-  questions, as in long-context QA): median and p99 microseconds per request; and the tree's
-  memory per cached token (tracemalloc, token ids as a tokenizer returns them: one int object each).
+  questions, as in long-context QA): median and p99 microseconds per request, prompts packed as the
+  router receives them; and the tree's memory per cached token (tracemalloc).
 - One DLPM admission step (exact LPM order) with 1,000 and 10,000 waiting requests from 64 clients.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from sglang_fair.admission import AdmissionConfig, WaitingRequest, make_admission_policy
 from sglang_fair.core.flags import add_flags, from_flags
-from sglang_fair.core.global_tree import GlobalRadixTree
+from sglang_fair.core.global_tree import GlobalRadixTree, pack_tokens
 from sglang_fair.routing import RouterConfig, make_routing_policy
 
 VOCAB = 128_000
@@ -42,7 +42,7 @@ class BenchCoreConfig:
 class Prompt:
     rid: int
     client: str
-    tokens: list[int]
+    tokens: bytes  # packed, as the router receives prompts
 
 
 def _tokens(rng: random.Random, n: int) -> list[int]:
@@ -78,7 +78,7 @@ def dispatch_us(cfg: BenchCoreConfig, workers: int) -> tuple[float, float]:
     rng = random.Random(cfg.seed + workers)
     policy = make_routing_policy(RouterConfig("d2lpm", num_workers=workers, max_tree_tokens=1 << 40))
     policy.tree, docs = build_tree(cfg, workers, rng)
-    prompts = [Prompt(i, f"client{i % 64}", rng.choice(docs) + _tokens(rng, cfg.question_len))
+    prompts = [Prompt(i, f"client{i % 64}", pack_tokens(rng.choice(docs) + _tokens(rng, cfg.question_len)))
                for i in range(cfg.dispatches)]
     times = []
     gc.disable()

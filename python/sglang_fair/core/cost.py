@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from sglang_fair.core.errors import require
 
@@ -28,7 +27,7 @@ class CostModel:
         require(self.w_e > 0 or self.w_q > 0, "w_e and w_q cannot both be 0")
         for client, weight in self.client_weights.items():
             require(weight > 0, f"weight of client {client!r} must be > 0, got {weight}")
-        object.__setattr__(self, "client_weights", MappingProxyType(dict(self.client_weights)))
+        object.__setattr__(self, "client_weights", dict(self.client_weights))  # a private copy
 
     def extend_cost(self, extend_tokens: int) -> float:
         """Cost of prefilling ``extend_tokens`` uncached input tokens."""

@@ -20,10 +20,14 @@ def _flag(name: str, prefix: str) -> str:
     return "--" + (prefix + name).replace("_", "-")
 
 
-def add_flags(parser: argparse.ArgumentParser, cls: type[Any], prefix: str = "") -> None:
-    """Add one flag per scalar field of dataclass ``cls`` (defaults shown in ``--help``)."""
+def add_flags(
+    parser: argparse.ArgumentParser, cls: type[Any], prefix: str = "", skip: tuple[str, ...] = ()
+) -> None:
+    """Add one flag per scalar field of dataclass ``cls`` but ``skip`` (defaults shown in ``--help``)."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
         kind = hints[f.name]
         default = f.default if f.default is not dataclasses.MISSING else None
         help_text = f.metadata.get("help", "")

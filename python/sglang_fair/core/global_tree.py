@@ -5,28 +5,58 @@ end; a worker that holds a prefix holds every shorter one, so a child's mask is 
 parent's. The tree is bounded: past ``max_tokens`` it prunes least-recently-used leaves (a logical
 clock, no wall clock) down to 90% of the bound, which only makes the router forget, never route
 wrongly.
+
+Token ids are stored packed, 4 bytes each (:func:`pack_tokens`): edges compare with memcmp and a
+cached token costs 4 bytes. Every method takes either a sequence of ids or packed bytes; a host
+that routes many long prompts (the router process) should pass packed bytes, which skips the
+conversion.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+from array import array
 from collections import defaultdict
 from collections.abc import Sequence
 
 from sglang_fair.core.errors import require
-from sglang_fair.core.radix_cache import as_token_list, common_len
+
+TokenKey = bytes | Sequence[int]
+WIDTH = 4  # bytes per packed token id
+
+
+def pack_tokens(tokens: TokenKey) -> bytes:
+    """Token ids as unsigned 32-bit little-endian bytes (bytes are returned as they are)."""
+    if isinstance(tokens, bytes):
+        require(len(tokens) % WIDTH == 0, f"packed tokens must be a multiple of {WIDTH} bytes")
+        return tokens
+    try:
+        packed = array("I", tokens)
+    except OverflowError:
+        raise ValueError("token ids must be in [0, 2**32)") from None
+    if packed.itemsize != WIDTH or array("I", [1]).tobytes() != b"\x01\x00\x00\x00":
+        packed = array("L", tokens)  # pragma: no cover - exotic platforms
+    return packed.tobytes()
+
+
+def token_count(tokens: TokenKey) -> int:
+    return len(tokens) // WIDTH if isinstance(tokens, bytes) else len(tokens)
 
 
 class GlobalNode:
     __slots__ = ("children", "key", "last_access", "parent", "workers")
 
-    def __init__(self, key: list[int], parent: GlobalNode | None, workers: int) -> None:
-        self.key = key
+    def __init__(self, key: bytes, parent: GlobalNode | None, workers: int) -> None:
+        self.key = key  # packed tokens of this edge
         self.parent = parent
         self.workers = workers  # bit w set: worker w holds root..end of this node
-        self.children: dict[int, GlobalNode] = {}
+        self.children: dict[bytes, GlobalNode] = {}  # by the first packed token of the child
         self.last_access = 0
+
+    @property
+    def length(self) -> int:
+        return len(self.key) // WIDTH
 
 
 def worker_set(mask: int) -> frozenset[int]:
@@ -39,88 +69,102 @@ def worker_set(mask: int) -> frozenset[int]:
     return frozenset(out)
 
 
+def _common(key: bytes, toks: bytes, off: int) -> int:
+    """Number of leading tokens ``key`` shares with ``toks[off:]`` (byte offsets, token result)."""
+    n = min(len(key), len(toks) - off)
+    if key[:n] == toks[off : off + n]:
+        return n // WIDTH
+    lo, hi = 0, n // WIDTH  # binary search on the length of the equal prefix
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if key[: mid * WIDTH] == toks[off : off + mid * WIDTH]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 class GlobalRadixTree:
     """Prefix -> workers map with longest-match lookup and LRU pruning past ``max_tokens``."""
 
     def __init__(self, max_tokens: int = 1 << 26) -> None:
         require(max_tokens > 0, f"max_tokens must be > 0, got {max_tokens}")
         self.max_tokens = max_tokens
-        self.root = GlobalNode([], None, 0)
+        self.root = GlobalNode(b"", None, 0)
         self.tokens = 0
         self.nodes = 0
         self.worker_tokens: defaultdict[int, int] = defaultdict(int)  # tokens recorded per worker
         self._clock = itertools.count(1)
 
-    def longest_match(self, tokens: Sequence[int]) -> tuple[int, frozenset[int]]:
+    def longest_match(self, tokens: TokenKey) -> tuple[int, frozenset[int]]:
         """Length of the longest prefix of ``tokens`` any worker holds, and the workers holding it.
 
         Returns ``(0, frozenset())`` when no worker holds even the first token.
         """
-        length, mask = self._match(as_token_list(tokens))
-        return length, worker_set(mask)
-
-    def _match(self, tokens: list[int]) -> tuple[int, int]:
-        node, pos, mask, now = self.root, 0, 0, next(self._clock)
-        while pos < len(tokens):
-            child = node.children.get(tokens[pos])
+        toks = pack_tokens(tokens)
+        node, off, mask, now = self.root, 0, 0, next(self._clock)
+        while off < len(toks):
+            child = node.children.get(toks[off : off + WIDTH])
             if child is None or not child.workers:
                 break
             child.last_access = now
-            common = common_len(child.key, tokens, pos)
-            pos, mask = pos + common, child.workers
-            if common < len(child.key):
+            common = _common(child.key, toks, off)
+            off, mask = off + common * WIDTH, child.workers
+            if common < child.length:
                 break
             node = child
-        return pos, mask
+        return off // WIDTH, worker_set(mask)
 
-    def insert(self, tokens: Sequence[int], worker: int) -> None:
+    def insert(self, tokens: TokenKey, worker: int) -> None:
         """Record that ``worker`` now holds ``tokens`` (and so every prefix of it)."""
         require(worker >= 0, f"worker index must be >= 0, got {worker}")
-        toks, bit, now = as_token_list(tokens), 1 << worker, next(self._clock)
-        node, pos = self.root, 0
-        while pos < len(toks):
-            child = node.children.get(toks[pos])
+        toks, bit, now = pack_tokens(tokens), 1 << worker, next(self._clock)
+        node, off = self.root, 0
+        while off < len(toks):
+            child = node.children.get(toks[off : off + WIDTH])
             if child is None:
-                leaf = GlobalNode(toks[pos:], node, bit)
+                leaf = GlobalNode(toks[off:], node, bit)
                 leaf.last_access = now
-                node.children[toks[pos]] = leaf
-                self.tokens += len(leaf.key)
-                self.worker_tokens[worker] += len(leaf.key)
+                node.children[toks[off : off + WIDTH]] = leaf
+                self.tokens += leaf.length
+                self.worker_tokens[worker] += leaf.length
                 self.nodes += 1
                 break
-            common = common_len(child.key, toks, pos)
-            if common < len(child.key):
+            common = _common(child.key, toks, off)
+            if common < child.length:
                 child = self._split(child, common)
             if not child.workers & bit:
-                self.worker_tokens[worker] += len(child.key)
+                self.worker_tokens[worker] += child.length
             child.workers |= bit
             child.last_access = now
-            node, pos = child, pos + common
+            node, off = child, off + common * WIDTH
         if self.tokens > self.max_tokens:  # prune to 90% so pruning is amortized, not per insert
             self._prune(self.tokens - self.max_tokens * 9 // 10)
 
-    def remove(self, tokens: Sequence[int], worker: int, start: int = 0) -> None:
+    def remove(self, tokens: TokenKey, worker: int, start: int = 0) -> None:
         """Record that ``worker`` no longer holds ``tokens[start:]`` nor anything extending it."""
-        toks, bit = as_token_list(tokens), 1 << worker
-        require(0 <= start <= len(toks), f"start {start} outside [0, {len(toks)}]")
-        if start == len(toks):
+        toks, bit = pack_tokens(tokens), 1 << worker
+        n = len(toks) // WIDTH
+        require(0 <= start <= n, f"start {start} outside [0, {n}]")
+        if start == n:
             return
         node, pos = self.root, 0
         while True:  # walk to the node that contains position ``start``
-            child = node.children.get(toks[pos])
+            child = node.children.get(toks[pos * WIDTH : (pos + 1) * WIDTH])
             if child is None:
                 return
-            common = common_len(child.key, toks, pos)
-            if pos + len(child.key) > start:
+            common = _common(child.key, toks, pos * WIDTH)
+            if pos + child.length > start:
                 if common <= start - pos:
                     return  # the path diverges before ``start``: nothing of it is recorded
                 if start > pos:
-                    child = self._split(child, start - pos).children[toks[start]]
+                    upper = self._split(child, start - pos)
+                    child = upper.children[toks[start * WIDTH : (start + 1) * WIDTH]]
                 self._drop_worker(child, bit)
                 return
-            if common < len(child.key):
+            if common < child.length:
                 return
-            node, pos = child, pos + len(child.key)
+            node, pos = child, pos + child.length
 
     def forget_worker(self, worker: int) -> None:
         """Drop everything recorded for ``worker`` (it died or restarted with an empty cache)."""
@@ -128,11 +172,12 @@ class GlobalRadixTree:
             self._drop_worker(child, 1 << worker)
 
     def _drop_worker(self, top: GlobalNode, bit: int) -> None:
+        worker = bit.bit_length() - 1
         stack = [top]
         while stack:
             node = stack.pop()
             if node.workers & bit:
-                self.worker_tokens[bit.bit_length() - 1] -= len(node.key)
+                self.worker_tokens[worker] -= node.length
                 node.workers &= ~bit
             stack.extend(node.children.values())
         stack = [top]
@@ -145,25 +190,26 @@ class GlobalRadixTree:
 
     def _unlink(self, node: GlobalNode) -> None:
         assert node.parent is not None
-        del node.parent.children[node.key[0]]
+        del node.parent.children[node.key[:WIDTH]]
         stack = [node]
         while stack:
             cur = stack.pop()
-            self.tokens -= len(cur.key)
+            self.tokens -= cur.length
             self.nodes -= 1
             for w in worker_set(cur.workers):
-                self.worker_tokens[w] -= len(cur.key)
+                self.worker_tokens[w] -= cur.length
             stack.extend(cur.children.values())
 
     def _split(self, child: GlobalNode, at: int) -> GlobalNode:
+        """Split ``child`` after ``at`` tokens; return the new upper node."""
         parent = child.parent
         assert parent is not None
-        upper = GlobalNode(child.key[:at], parent, child.workers)
+        upper = GlobalNode(child.key[: at * WIDTH], parent, child.workers)
         upper.last_access = child.last_access
-        child.key = child.key[at:]
+        child.key = child.key[at * WIDTH :]
         child.parent = upper
-        upper.children[child.key[0]] = child
-        parent.children[upper.key[0]] = upper
+        upper.children[child.key[:WIDTH]] = child
+        parent.children[upper.key[:WIDTH]] = upper
         self.nodes += 1
         return upper
 
@@ -182,7 +228,7 @@ class GlobalRadixTree:
             _, _, leaf = heapq.heappop(heap)
             parent = leaf.parent
             assert parent is not None
-            freed += len(leaf.key)
+            freed += leaf.length
             self._unlink(leaf)
             if parent is not self.root and not parent.children:
                 heapq.heappush(heap, (parent.last_access, id(parent), parent))

@@ -26,7 +26,7 @@ from typing import ClassVar, Protocol
 
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import require
-from sglang_fair.core.global_tree import GlobalRadixTree
+from sglang_fair.core.global_tree import GlobalRadixTree, TokenKey
 
 
 class RouteRequest(Protocol):
@@ -35,7 +35,7 @@ class RouteRequest(Protocol):
     @property
     def client(self) -> str: ...
     @property
-    def tokens(self) -> Sequence[int]: ...
+    def tokens(self) -> TokenKey: ...  # token ids, or packed (global_tree.pack_tokens)
 
 
 @dataclass(frozen=True)
@@ -115,6 +115,6 @@ class RoutingPolicy(ABC):
         require(worker in self.workers, f"unknown worker {worker}")
         self.queue[worker] = max(0, self.queue[worker] - 1)
 
-    def on_evict(self, worker: int, tokens: Sequence[int], start: int = 0) -> None:
+    def on_evict(self, worker: int, tokens: TokenKey, start: int = 0) -> None:
         if self.uses_tree:
             self.tree.remove(tokens, worker, start)

@@ -13,6 +13,7 @@ loaded worker holding that match; else explore: the least loaded worker.
 
 from __future__ import annotations
 
+from sglang_fair.core.global_tree import token_count
 from sglang_fair.routing.base import RouteRequest, RoutingPolicy, least_loaded
 
 
@@ -27,7 +28,7 @@ class CacheAware(RoutingPolicy):
         if high - low > cfg.balance_abs_threshold and high > cfg.balance_rel_threshold * low:
             return least_loaded(self.alive, queue)
         matched, holders = self.tree.longest_match(req.tokens)
-        if holders and matched / max(1, len(req.tokens)) > cfg.cache_threshold:
+        if holders and matched / max(1, token_count(req.tokens)) > cfg.cache_threshold:
             return least_loaded(holders, queue)
         sizes = self.tree.worker_tokens
         return min(self.alive, key=lambda w: (sizes[w], w))
@@ -39,6 +40,6 @@ class Preble(RoutingPolicy):
 
     def choose(self, req: RouteRequest) -> int:
         matched, holders = self.tree.longest_match(req.tokens)
-        if holders and matched / max(1, len(req.tokens)) >= self.config.preble_threshold:
+        if holders and matched / max(1, token_count(req.tokens)) >= self.config.preble_threshold:
             return least_loaded(holders, self.queue)
         return least_loaded(self.alive, self.queue)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from sglang_fair.core.global_tree import token_count
 from sglang_fair.routing.base import RouterConfig, RouteRequest, RoutingPolicy, least_loaded
 
 
@@ -43,7 +44,7 @@ class D2LPM(RoutingPolicy):
         if not candidates:
             candidates = [w for w in alive if q[w] > 0]  # G_avail
         worker = least_loaded(candidates, self.queue)
-        q[worker] -= self.config.cost.extend_cost(len(req.tokens))
+        q[worker] -= self.config.cost.extend_cost(token_count(req.tokens))
         return worker
 
     def on_finish(self, worker: int, client: str, output_tokens: int) -> None:

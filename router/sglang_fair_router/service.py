@@ -1,0 +1,103 @@
+"""The router process: ZMQ sockets around :class:`RouterState`.
+
+Sockets: ``frontend`` (PULL, bound) receives Submit/Abort from frontends; ``failures`` (PUSH, bound)
+sends Failed notices back; ``feedback`` (PULL, bound) receives Finished/Evicted/Heartbeat from all
+workers; one PUSH per worker connects to the worker's bound PULL endpoint. A malformed or unknown
+message is logged and dropped; it never stops the loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import zmq
+
+from sglang_fair.routing import NoWorkerError, RoutingPolicy
+from sglang_fair_router import frontend_msgs as fm
+from sglang_fair_router import worker_msgs as wm
+from sglang_fair_router.codec import MessageError, encode
+from sglang_fair_router.config import ServiceConfig
+from sglang_fair_router.state import RouterState
+
+log = logging.getLogger("sglang_fair.router")
+
+
+class RouterService:
+    def __init__(self, config: ServiceConfig, policy: RoutingPolicy,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config = config
+        self.clock = clock
+        self.state = RouterState(policy, config.heartbeat_timeout, clock())
+        self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.frontend = self._socket(zmq.PULL, config.frontend, bind=True)
+        self.failures = self._socket(zmq.PUSH, config.failures, bind=True)
+        self.feedback = self._socket(zmq.PULL, config.feedback, bind=True)
+        self.to_workers = [self._socket(zmq.PUSH, e, bind=False) for e in config.worker_endpoints()]
+        self.snapshot = self.state.snapshot()
+        self._stop = False
+
+    def _socket(self, kind: int, endpoint: str, bind: bool) -> zmq.Socket:  # type: ignore[type-arg]
+        sock: zmq.Socket[bytes] = self.ctx.socket(kind)
+        sock.setsockopt(zmq.LINGER, 0)
+        (sock.bind if bind else sock.connect)(endpoint)
+        return sock
+
+    def stop(self) -> None:
+        self._stop = True
+
+    def serve_forever(self, poll_ms: int = 100) -> None:
+        poller = zmq.Poller()
+        poller.register(self.frontend, zmq.POLLIN)
+        poller.register(self.feedback, zmq.POLLIN)
+        last_check = self.clock()
+        while not self._stop:
+            ready = dict(poller.poll(poll_ms))
+            if self.feedback in ready:
+                self._drain(self.feedback, self._on_feedback)
+            if self.frontend in ready:
+                self._drain(self.frontend, self._on_frontend)
+            now = self.clock()
+            if now - last_check >= min(0.5, self.config.heartbeat_timeout / 4):
+                for rid, reason in self.state.check_liveness(now):
+                    self.failures.send(encode(fm.Failed(rid, reason)))
+                self.snapshot = self.state.snapshot()
+                last_check = now
+        self.close()
+
+    def close(self) -> None:
+        for sock in [self.frontend, self.failures, self.feedback, *self.to_workers]:
+            sock.close(0)
+
+    def _drain(self, sock: zmq.Socket, handle: Callable[[list[bytes]], None]) -> None:  # type: ignore[type-arg]
+        for _ in range(1024):  # bounded, so neither direction starves the other
+            try:
+                frames = sock.recv_multipart(zmq.NOBLOCK, copy=True)
+            except zmq.Again:
+                return
+            try:
+                handle(frames)
+            except MessageError as err:
+                self.state.counts["dropped"] += 1
+                log.warning("dropped a message: %s", err)
+
+    def _on_frontend(self, frames: list[bytes]) -> None:
+        msg = fm.decode_inbound(frames[0])
+        if isinstance(msg, fm.Abort):
+            worker = self.state.abort(msg.rid)
+            if worker is not None:
+                self.to_workers[worker].send(encode(wm.Cancel(msg.rid)))
+            return
+        if len(frames) != 2:
+            raise MessageError(f"submit {msg.rid}: expected 2 frames, got {len(frames)}")
+        try:
+            worker = self.state.submit(msg, self.clock())
+        except NoWorkerError as err:
+            self.failures.send(encode(fm.Failed(msg.rid, str(err))))
+            return
+        self.to_workers[worker].send_multipart([encode(wm.Dispatch(msg.rid, msg.client)), frames[1]],
+                                               copy=False)
+
+    def _on_feedback(self, frames: list[bytes]) -> None:
+        self.state.feedback(wm.decode_feedback(frames[0]), self.clock())

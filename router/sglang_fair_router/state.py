@@ -1,0 +1,107 @@
+"""The router's state and decisions, free of sockets and clocks (time is passed in).
+
+Decisions the paper leaves open, taken here:
+- Requests in flight on a worker that stops answering are failed back to their clients with a
+  clear reason, not re-dispatched: the router cannot tell whether the worker had already streamed
+  part of the answer, and running it again elsewhere could show the client two different partial
+  answers or repeat side effects. Clients (and SGLang's own retry logic) can resubmit.
+- A dead worker's queue size is reset and the global tree forgets what it cached; if it comes back
+  (a heartbeat arrives), it starts as an empty worker.
+- A finished or aborted request charges w_q x the output tokens it produced to q[client][worker]
+  (000 Alg. 2, line 22); an abort before any output charges nothing more. Feedback for a request the
+  router does not know (after a router restart, or duplicated) changes no counter and no queue size.
+- The global tree is bounded by ``max_tree_tokens`` with least-recently-used pruning.
+- After a router restart everything starts empty: zero counters, empty tree, zero queues.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_fair.core.global_tree import WIDTH
+from sglang_fair.routing import RoutingPolicy
+from sglang_fair_router.frontend_msgs import Submit
+from sglang_fair_router.worker_msgs import Evicted, Finished, Heartbeat
+
+
+@dataclass
+class InFlight:
+    worker: int
+    client: str
+    dispatched_at: float
+
+
+class RouterState:
+    """Routing policy + requests in flight + worker liveness."""
+
+    def __init__(self, policy: RoutingPolicy, heartbeat_timeout: float, now: float) -> None:
+        self.policy = policy
+        self.heartbeat_timeout = heartbeat_timeout
+        self.inflight: dict[str, InFlight] = {}
+        self.last_seen = [now] * len(policy.workers)
+        self.counts = {"dispatched": 0, "finished": 0, "failed": 0, "ignored_feedback": 0, "dropped": 0}
+
+    def submit(self, msg: Submit, now: float) -> int:
+        """Route ``msg``; raises NoWorkerError when every worker is dead."""
+        worker = self.policy.route(msg)
+        self.inflight[msg.rid] = InFlight(worker, msg.client, now)
+        self.counts["dispatched"] += 1
+        return worker
+
+    def abort(self, rid: str) -> int | None:
+        """The worker to cancel ``rid`` on, if it is in flight (the finish comes back as feedback)."""
+        entry = self.inflight.get(rid)
+        return None if entry is None else entry.worker
+
+    def feedback(self, msg: Finished | Evicted | Heartbeat, now: float) -> None:
+        if msg.worker >= len(self.last_seen):
+            self.counts["ignored_feedback"] += 1
+            return
+        self.last_seen[msg.worker] = now
+        if msg.worker not in self.policy.alive:
+            self.policy.mark_alive(msg.worker)  # back from the dead: starts empty
+        if isinstance(msg, Finished):
+            entry = self.inflight.get(msg.rid)
+            if entry is None or entry.worker != msg.worker:
+                self.counts["ignored_feedback"] += 1
+                return
+            del self.inflight[msg.rid]
+            self.policy.on_finish(msg.worker, entry.client, msg.output_tokens)
+            self.counts["finished"] += 1
+        elif isinstance(msg, Evicted):
+            self.policy.on_evict(msg.worker, msg.tokens, min(msg.start, len(msg.tokens) // WIDTH))
+
+    def check_liveness(self, now: float) -> list[tuple[str, str]]:
+        """Mark silent workers dead; return (rid, reason) for every request that must fail."""
+        failed: list[tuple[str, str]] = []
+        for worker in list(self.policy.alive):
+            silent = now - self.last_seen[worker]
+            if silent <= self.heartbeat_timeout:
+                continue
+            self.policy.mark_dead(worker)
+            reason = f"worker {worker} stopped answering ({silent:.1f} s without a heartbeat)"
+            lost = [rid for rid, e in self.inflight.items() if e.worker == worker]
+            for rid in lost:
+                del self.inflight[rid]
+                failed.append((rid, reason))
+        self.counts["failed"] += len(failed)
+        return failed
+
+    def snapshot(self) -> dict[str, Any]:
+        """The read-only view served as JSON: tree size, per-worker queues and cache estimate, q."""
+        policy, tree = self.policy, self.policy.tree
+        deficits = getattr(policy, "deficits", {})
+        return {
+            "policy": policy.name,
+            "tree_tokens": tree.tokens,
+            "tree_nodes": tree.nodes,
+            "inflight": len(self.inflight),
+            "counts": dict(self.counts),
+            "workers": [
+                {"worker": w, "alive": w in policy.alive, "queue": policy.queue[w],
+                 "cached_tokens_estimate": tree.worker_tokens[w]}
+                for w in policy.workers
+            ],
+            "deficits": {client: list(q) for client, q in deficits.items()},
+        }

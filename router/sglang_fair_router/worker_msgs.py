@@ -1,0 +1,75 @@
+"""Messages across the router <-> worker boundary (the router and each SGLang scheduler).
+
+Router -> worker: ``[Dispatch header, payload]`` or ``[Cancel]``. Worker -> router (one feedback
+socket for all workers): ``Finished``, ``Evicted`` and a periodic ``Heartbeat`` by which the router
+knows the worker is alive.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+from sglang_fair.core.global_tree import WIDTH
+from sglang_fair_router.codec import MessageError, decode
+
+VERSION = 1
+Count = Annotated[int, msgspec.Meta(ge=0)]
+NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+
+
+class Dispatch(msgspec.Struct, tag="dispatch", frozen=True):
+    rid: NonEmpty
+    client: NonEmpty
+    v: int = VERSION
+
+
+class Cancel(msgspec.Struct, tag="cancel", frozen=True):
+    rid: NonEmpty
+    v: int = VERSION
+
+
+class Finished(msgspec.Struct, tag="finished", frozen=True):
+    """``rid`` left ``worker`` (finished, or aborted when ``aborted``) after ``output_tokens``."""
+
+    worker: Count
+    rid: NonEmpty
+    client: NonEmpty
+    output_tokens: Count
+    aborted: bool = False
+    v: int = VERSION
+
+
+class Evicted(msgspec.Struct, tag="evicted", frozen=True):
+    """``worker``'s cache dropped ``tokens[start:]`` (``tokens[:start]`` is still cached)."""
+
+    worker: Count
+    tokens: bytes  # packed: sglang_fair.core.global_tree.pack_tokens(ids)
+    start: Count
+    v: int = VERSION
+
+
+class Heartbeat(msgspec.Struct, tag="heartbeat", frozen=True):
+    worker: Count
+    seq: Count
+    waiting: Count = 0
+    running: Count = 0
+    v: int = VERSION
+
+
+ToWorker = Dispatch | Cancel
+Feedback = Finished | Evicted | Heartbeat
+_to_worker: msgspec.msgpack.Decoder[ToWorker] = msgspec.msgpack.Decoder(ToWorker)
+_feedback: msgspec.msgpack.Decoder[Feedback] = msgspec.msgpack.Decoder(Feedback)
+
+
+def decode_to_worker(frame: bytes) -> ToWorker:
+    return decode(_to_worker, frame, VERSION)
+
+
+def decode_feedback(frame: bytes) -> Feedback:
+    msg = decode(_feedback, frame, VERSION)
+    if isinstance(msg, Evicted) and len(msg.tokens) % WIDTH:
+        raise MessageError(f"evicted: tokens must be packed {WIDTH}-byte ids")
+    return msg

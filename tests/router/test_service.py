@@ -1,0 +1,138 @@
+"""The router process over real ZMQ sockets with fake workers: dispatch, failures, bad input, HTTP."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+import zmq
+
+from sglang_fair.core.global_tree import pack_tokens
+from sglang_fair.routing import RouterConfig, make_routing_policy
+from sglang_fair_router import frontend_msgs as fm
+from sglang_fair_router.codec import encode
+from sglang_fair_router.config import ServiceConfig
+from sglang_fair_router.fake_worker import FakeWorker
+from sglang_fair_router.http import serve_state
+from sglang_fair_router.service import RouterService
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Rig:
+    def __init__(self, workers: int, policy: str = "d2lpm") -> None:
+        ep = lambda: f"tcp://127.0.0.1:{free_port()}"  # noqa: E731
+        self.cfg = ServiceConfig(frontend=ep(), failures=ep(), feedback=ep(),
+                                 workers=",".join(ep() for _ in range(workers)), heartbeat_timeout=1.0)
+        self.workers = [FakeWorker(i, e, self.cfg.feedback, heartbeat_s=0.1)
+                        for i, e in enumerate(self.cfg.worker_endpoints())]
+        for w in self.workers:
+            w.start()
+        self.service = RouterService(self.cfg, make_routing_policy(RouterConfig(policy, num_workers=workers)))
+        self.thread = threading.Thread(target=self.service.serve_forever, kwargs={"poll_ms": 10}, daemon=True)
+        self.thread.start()
+        ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.front = ctx.socket(zmq.PUSH)
+        self.front.setsockopt(zmq.LINGER, 0)
+        self.front.connect(self.cfg.frontend)
+        self.fails = ctx.socket(zmq.PULL)
+        self.fails.setsockopt(zmq.LINGER, 0)
+        self.fails.connect(self.cfg.failures)
+
+    def submit(self, rid: str, client: str, tokens: list[int]) -> None:
+        self.front.send_multipart([encode(fm.Submit(rid, client, pack_tokens(tokens))), b"payload"])
+
+    def received(self) -> set[str]:
+        return {rid for w in self.workers for rid, _, _ in w.received}
+
+    def wait(self, cond, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+        deadline = time.monotonic() + timeout
+        while not cond():
+            assert time.monotonic() < deadline, "timed out"
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        self.service.stop()
+        self.thread.join(5)
+        for w in self.workers:
+            w.stop()
+            w.join(5)
+        self.front.close(0)
+        self.fails.close(0)
+
+
+@pytest.fixture
+def rig() -> Iterator[Rig]:
+    r = Rig(workers=3)
+    yield r
+    r.close()
+
+
+def test_requests_flow_to_workers_and_feedback_returns(rig: Rig) -> None:
+    for i in range(30):
+        rig.submit(f"r{i}", f"c{i % 3}", [i % 3] * 64 + [i])
+    rig.wait(lambda: len(rig.received()) == 30)
+    rig.wait(lambda: rig.service.state.counts["finished"] == 30)
+    assert rig.service.state.inflight == {} and sum(rig.service.state.policy.queue) == 0
+
+
+def test_malformed_messages_are_dropped_and_the_router_keeps_serving(rig: Rig) -> None:
+    rig.front.send(b"\x00not msgpack")
+    rig.front.send_multipart([encode(fm.Submit("lonely", "c", pack_tokens([1])))])  # payload missing
+    rig.submit("ok", "c", [1, 2, 3])
+    rig.wait(lambda: "ok" in rig.received())
+    assert rig.service.state.counts["dropped"] == 2
+
+
+def test_a_hung_worker_is_detected_and_its_requests_fail_none_hangs() -> None:
+    rig = Rig(workers=3, policy="round_robin")
+    try:
+        _hung_worker_scenario(rig)
+    finally:
+        rig.close()
+
+
+def _hung_worker_scenario(rig: Rig) -> None:
+    rig.workers[1].answer = False  # requests sent there never finish...
+    for i in range(9):
+        rig.submit(f"r{i}", "c", [9] * 20 + [i])
+    rig.wait(lambda: len(rig.received()) == 9)
+    stuck = {rid for rid, _, _ in rig.workers[1].received}
+    assert stuck
+    rig.workers[1].alive = False  # ...and then it stops heartbeating
+    failed = set()
+    deadline = time.monotonic() + 10
+    while failed != stuck and time.monotonic() < deadline:
+        if rig.fails.poll(100):
+            failed.add(fm.decode_failed(rig.fails.recv()).rid)
+    assert failed == stuck  # every request either completed or got an error
+    assert 1 not in rig.service.state.policy.alive
+    rig.submit("after", "c", [9] * 20)
+    rig.wait(lambda: "after" in rig.received())
+    assert all(rid != "after" for rid, _, _ in rig.workers[1].received)
+
+
+def test_state_endpoint_serves_json_and_prometheus(rig: Rig) -> None:
+    rig.submit("r0", "alice", [5] * 10)
+    rig.wait(lambda: rig.service.state.counts["finished"] == 1)
+    rig.wait(lambda: rig.service.snapshot["counts"]["finished"] == 1)
+    port = free_port()
+    server = serve_state(port, lambda: rig.service.snapshot)
+    try:
+        state = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/state", timeout=5))
+        assert state["policy"] == "d2lpm" and len(state["workers"]) == 3 and "alice" in state["deficits"]
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        assert 'sglang_fair_router_deficit{client="alice",worker="0"}' in text
+        assert "sglang_fair_router_worker_queue" in text
+    finally:
+        server.shutdown()
