@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from sglang_fair.admission import AdmissionConfig, WaitingRequest, make_admission_policy
+from sglang_fair.admission import AdmissionConfig, make_admission_policy
+from sglang_fair.admission.budgets import SlotBudget
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError
 from support import admission_order, req, run_cluster
@@ -21,20 +22,8 @@ class R:
     arrival: float = 0.0
 
 
-class Slots:
-    """A budget of ``n`` requests whose input fits ``max_len``."""
-
-    def __init__(self, n: int, max_len: int = 10**9) -> None:
-        self.n, self.max_len = n, max_len
-
-    def try_add(self, req: WaitingRequest) -> bool:
-        if self.n <= 0 or req.input_len > self.max_len:
-            return False
-        self.n -= 1
-        return True
-
-    def exhausted(self) -> bool:
-        return self.n <= 0
+def Slots(n: int, max_len: int | None = None) -> SlotBudget:
+    return SlotBudget(n, max_len)
 
 
 def policy(name: str, quantum: float = 10.0, **weights: float):  # type: ignore[no-untyped-def]

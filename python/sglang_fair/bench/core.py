@@ -18,7 +18,8 @@ import time
 import tracemalloc
 from dataclasses import dataclass, field
 
-from sglang_fair.admission import AdmissionConfig, WaitingRequest, make_admission_policy
+from sglang_fair.admission import AdmissionConfig, make_admission_policy
+from sglang_fair.admission.budgets import SlotBudget
 from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.core.global_tree import GlobalRadixTree, pack_tokens
 from sglang_fair.routing import RouterConfig, make_routing_policy
@@ -101,20 +102,6 @@ class Waiting:
     input_len: int
     cached_len: int
     arrival: float
-
-
-class SlotBudget:
-    def __init__(self, slots: int) -> None:
-        self.slots = slots
-
-    def try_add(self, req: WaitingRequest) -> bool:
-        if self.slots <= 0:
-            return False
-        self.slots -= 1
-        return True
-
-    def exhausted(self) -> bool:
-        return self.slots <= 0
 
 
 def dlpm_step_ms(cfg: BenchCoreConfig, waiting_len: int) -> float:
