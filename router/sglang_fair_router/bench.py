@@ -89,17 +89,19 @@ class Load:
                 self.received, self.last_recv = self.received + 1, t
                 self.feedback.send(encode(wm.Finished(self.sinks.index(sock), msg.rid, msg.client, 32)))
 
-    def send(self, rid: str, client: str, tokens: list[int], payload: bytes) -> None:
-        self.sent[rid] = time.monotonic()  # packing is the frontend's work, timed as the router's
-        self.front.send_multipart([encode(fm.Submit(rid, client, pack_tokens(tokens))), payload])
+    def send(self, rid: str, header: bytes, payload: bytes) -> None:
+        self.sent[rid] = time.monotonic()
+        self.front.send_multipart([header, payload])
 
 
-def prompts(cfg: BenchRouterConfig, n: int, rng: random.Random) -> list[tuple[str, list[int]]]:
+def submissions(cfg: BenchRouterConfig, n: int, rng: random.Random) -> list[tuple[str, bytes]]:
+    """Encoded Submit headers, made before timing: tokenizing and packing are the frontend's work."""
     docs = [[rng.randrange(128_000) for _ in range(cfg.prompt_len - 64)] for _ in range(cfg.clients)]
     out = []
-    for _ in range(n):
+    for i in range(n):
         c = rng.randrange(cfg.clients)
-        out.append((f"client{c}", docs[c] + [rng.randrange(128_000) for _ in range(64)]))
+        tokens = pack_tokens(docs[c] + [rng.randrange(128_000) for _ in range(64)])
+        out.append((f"r{i}", encode(fm.Submit(f"r{i}", f"client{c}", tokens))))
     return out
 
 
@@ -114,10 +116,10 @@ def run(cfg: BenchRouterConfig) -> dict[str, float]:
     router = mp.get_context("spawn").Process(target=_router_process, args=(service, routing), daemon=True)
     router.start()
     rng = random.Random(0)
-    work = prompts(cfg, cfg.requests + int(cfg.rate * cfg.seconds) + 100, rng)
+    work = submissions(cfg, cfg.requests + int(cfg.rate * cfg.seconds) + 1, rng)
     payload = bytes(8 * cfg.prompt_len)  # stands in for the pickled SGLang request
     try:
-        load.send("warmup", *work[0], payload)
+        load.send(*work[0], payload)
         deadline = time.monotonic() + 60
         while load.received < 1:
             if time.monotonic() > deadline:
@@ -129,7 +131,7 @@ def run(cfg: BenchRouterConfig) -> dict[str, float]:
         start_count = load.received
         while load.received - start_count < cfg.requests:
             while i < cfg.requests and i - (load.received - start_count) < 2000:
-                load.send(f"t{i}", *work[1 + i], payload)
+                load.send(*work[1 + i], payload)
                 i += 1
             load.drain(1)
         rate = cfg.requests / (load.last_recv - t0)
@@ -140,7 +142,7 @@ def run(cfg: BenchRouterConfig) -> dict[str, float]:
         for j in range(n):
             while time.monotonic() < t0 + j / cfg.rate:
                 load.drain(0)
-            load.send(f"l{j}", *work[1 + cfg.requests + j], payload)
+            load.send(*work[1 + cfg.requests + j], payload)
             load.drain(0)
         while load.sent:
             load.drain(10)
