@@ -139,11 +139,13 @@ def run(cfg: BenchRouterConfig) -> dict[str, float]:
         load.latency.clear()
         n = int(cfg.rate * cfg.seconds)
         t0 = time.monotonic()
-        for j in range(n):
-            while time.monotonic() < t0 + j / cfg.rate:
-                load.drain(0)
-            load.send(*work[1 + cfg.requests + j], payload)
-            load.drain(0)
+        j = 0
+        while j < n:  # send what is due, then sleep in poll until the next is due (no spinning)
+            now = time.monotonic()
+            while j < n and t0 + j / cfg.rate <= now:
+                load.send(*work[1 + cfg.requests + j], payload)
+                j += 1
+            load.drain(max(0, int(1000 * (t0 + j / cfg.rate - time.monotonic()))))
         while load.sent:
             load.drain(10)
         offered = n / (time.monotonic() - t0)
