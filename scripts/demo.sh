@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# One command for a new user: set up .venv (no GPU, no torch) and run the built-in comparison.
+# One command for a new user: set up .venv (base install: no GPU, no torch) and run the main job,
+# a side-by-side simulation of four router:scheduler pairs on Tree-of-Thoughts programs with one
+# misbehaving client, on 2 simulated A100s (about a minute on 2 cores). Extra flags are passed on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-SGLANG_FAIR_EXTRAS=${SGLANG_FAIR_EXTRAS:-dev} bash scripts/setup_env.sh
-exec .venv/bin/sglang-fair demo "$@"
+SGLANG_FAIR_EXTRAS="" bash scripts/setup_env.sh
+exec .venv/bin/sglang-fair sim --workload tot --scenario s1 --clients 4 --dp 2 --duration 30 \
+  --compare "round_robin:lpm,preble:lpm,client_rr:vtc,d2lpm:dlpm" "$@"

@@ -1,0 +1,16 @@
+"""Run metrics: service over time (perceived and actual), Jain's index, latency, cache, load."""
+
+from sglang_fair.metrics.ledger import ProgramRecord, RequestRecord, ServiceLedger
+from sglang_fair.metrics.stats import (
+    all_active_interval,
+    backlog_intervals,
+    jain_index,
+    max_backlogged_diff,
+    percentile,
+)
+from sglang_fair.metrics.summary import RunResult, summarize
+
+__all__ = [
+    "ProgramRecord", "RequestRecord", "RunResult", "ServiceLedger", "all_active_interval",
+    "backlog_intervals", "jain_index", "max_backlogged_diff", "percentile", "summarize",
+]

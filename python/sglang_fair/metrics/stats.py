@@ -1,0 +1,107 @@
+"""Fairness and latency statistics (000 §6.1, 001 §5)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+from sglang_fair.metrics.ledger import RequestRecord
+
+
+def jain_index(values: Sequence[float]) -> float:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when equal, 1/n when one client has all."""
+    if not values:
+        return 1.0
+    sq = sum(v * v for v in values)
+    if sq == 0:
+        return 1.0
+    return sum(values) ** 2 / (len(values) * sq)
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The q-th percentile (0..100) with linear interpolation (numpy's default); NaN if empty."""
+    xs = sorted(values)
+    if not xs:
+        return math.nan
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def all_active_interval(active: Mapping[str, tuple[float, float]]) -> tuple[float, float]:
+    """[latest first arrival, earliest last completion] over clients: when all are active.
+
+    ``active`` maps client -> (first arrival, last completion). The interval may be empty
+    (start >= end) if some client finished before another started.
+    """
+    if not active:
+        return 0.0, 0.0
+    return max(a for a, _ in active.values()), min(b for _, b in active.values())
+
+
+def backlog_intervals(requests: Iterable[RequestRecord], end: float) -> dict[str, list[tuple[float, float]]]:
+    """Per client, the maximal intervals during which it had a request waiting (arrived, not admitted).
+
+    This is "backlogged" in the sense of the fairness theorems (000 §4.2, 001 §4): a client with only
+    running requests cannot be given more service, so it does not count.
+    """
+    events: dict[str, list[tuple[float, int]]] = {}
+    for r in requests:
+        fin = r.admitted if r.admitted >= 0 else end
+        events.setdefault(r.client, []).extend([(r.arrival, 1), (fin, -1)])
+    out: dict[str, list[tuple[float, float]]] = {}
+    for client, evs in events.items():
+        evs.sort(key=lambda e: (e[0], -e[1]))  # an arrival at the instant of a finish keeps it busy
+        spans: list[tuple[float, float]] = []
+        depth, start = 0, 0.0
+        for t, d in evs:
+            if depth == 0 and d > 0:
+                start = t
+            depth += d
+            if depth == 0 and t > start:
+                spans.append((start, t))
+        out[client] = spans
+    return out
+
+
+def max_backlogged_diff(
+    series: Mapping[str, Sequence[float]],
+    backlog: Mapping[str, list[tuple[float, float]]],
+    window: float,
+    weights: Mapping[str, float] | None = None,
+) -> float:
+    """Max over client pairs and intervals where both are backlogged of |W_i - W_j| (per weight).
+
+    ``series`` is service per window; a window counts as backlogged for a client if it lies wholly
+    inside one of the client's backlog intervals. The bound of 000 Thm 4.1 / 001 Thm 4.4 applies to
+    this quantity (up to the window granularity).
+    """
+    weights = weights or {}
+    n = max((len(s) for s in series.values()), default=0)
+    busy = {c: _busy_windows(backlog.get(c, []), window, n) for c in series}
+    clients = sorted(series)
+    best = 0.0
+    for a_i, a in enumerate(clients):
+        for b in clients[a_i + 1:]:
+            wa, wb = weights.get(a, 1.0), weights.get(b, 1.0)
+            lo = hi = cum = 0.0
+            for k in range(n):
+                if busy[a][k] and busy[b][k]:
+                    sa = series[a][k] if k < len(series[a]) else 0.0
+                    sb = series[b][k] if k < len(series[b]) else 0.0
+                    cum += sa / wa - sb / wb
+                    lo, hi = min(lo, cum), max(hi, cum)
+                    best = max(best, hi - lo)
+                else:
+                    lo = hi = cum = 0.0
+    return best
+
+
+def _busy_windows(spans: list[tuple[float, float]], window: float, n: int) -> list[bool]:
+    busy = [False] * n
+    for s, e in spans:
+        for k in range(math.ceil(s / window - 1e-9), min(n, math.floor(e / window + 1e-9))):
+            if (k + 1) * window <= e + 1e-9:
+                busy[k] = True
+    return busy

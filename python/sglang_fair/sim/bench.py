@@ -1,0 +1,61 @@
+"""Speed of the simulator itself: ``python -m sglang_fair.sim.bench [--dp 8 --duration 60 ...]``.
+
+Reports simulated requests (LLM calls) per CPU second, simulated seconds per wall second
+(the issue's target: at least 100x real time for D=8 Tree-of-Thoughts) and the time to build the
+workload, for one router:policy pair.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.simulator import Simulator
+from sglang_fair.workloads import WorkloadConfig, call_count, make_workload
+
+
+def bench(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig) -> dict[str, Any]:
+    """Build and simulate one workload; return the speed figures."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    programs = make_workload(workload, cluster.dp)
+    t1, c1 = time.perf_counter(), time.process_time()
+    result = Simulator(cluster, engine, programs, horizon=workload.duration).run()
+    t2, c2 = time.perf_counter(), time.process_time()
+    calls = call_count(programs)
+    return {
+        "workload": workload.workload, "scenario": workload.scenario, "dp": cluster.dp,
+        "pair": f"{cluster.router}:{cluster.policy}", "programs": len(programs), "requests": calls,
+        "steps": result.steps, "simulated_s": round(result.end_time, 2),
+        "build_wall_s": round(t1 - t0, 2), "sim_wall_s": round(t2 - t1, 2), "sim_cpu_s": round(c2 - c1, 2),
+        "requests_per_cpu_s": round(calls / max(c2 - c1 + c1 - c0, 1e-9), 1),
+        "sim_requests_per_cpu_s": round(calls / max(c2 - c1, 1e-9), 1),
+        "simulated_s_per_wall_s": round(result.end_time / max(t2 - t1, 1e-9), 1),
+        "simulated_s_per_cpu_s": round(result.end_time / max(c2 - c1, 1e-9), 1),
+        "steps_per_cpu_s": round(result.steps / max(c2 - c1, 1e-9), 1),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--workload", default="tot")
+    p.add_argument("--scenario", default="none")
+    p.add_argument("--dp", type=int, default=8)
+    p.add_argument("--clients", type=int, default=8)
+    p.add_argument("--rate", type=float, default=0.0)
+    p.add_argument("--duration", type=float, default=60.0)
+    p.add_argument("--router", default="d2lpm")
+    p.add_argument("--policy", default="dlpm")
+    p.add_argument("--source", default="mtbench")
+    args = p.parse_args(argv)
+    workload = WorkloadConfig(workload=args.workload, scenario=args.scenario, clients=args.clients,
+                              rate=args.rate, duration=args.duration, source=args.source)
+    cluster = ClusterSimConfig(dp=args.dp, router=args.router, policy=args.policy)
+    print(json.dumps(bench(workload, cluster, EngineConfig()), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,110 @@
+"""``sglang-fair sim``: run a workload on the simulated cluster, or compare router:policy pairs.
+
+Flags come from the frozen configs (workload, cluster, engine). ``--compare "rr:lpm,d2lpm:dlpm"``
+runs every pair on the same seeded workload and prints them side by side; ``--json`` writes the
+summary (with ``--compare``: one object per pair under ``runs``); ``--plot-dir`` writes a PNG of
+service over time per client for each run (needs the ``sim`` extra: matplotlib).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from sglang_fair.admission import ADMISSION_POLICIES
+from sglang_fair.core.cost import CostModel
+from sglang_fair.core.errors import ConfigError, require
+from sglang_fair.core.flags import add_flags, from_flags
+from sglang_fair.metrics import RunResult, summarize
+from sglang_fair.routing import ROUTING_POLICIES
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.report import format_clients, format_table, plot_service
+from sglang_fair.sim.simulator import Simulator, stderr_progress
+from sglang_fair.workloads import WorkloadConfig, call_count, make_workload
+from sglang_fair.workloads.tokens import make_tokenizer
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("sim", help="simulate a workload on a cluster (no GPU needed)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_flags(p, WorkloadConfig)
+    add_flags(p, ClusterSimConfig)
+    add_flags(p, EngineConfig)
+    p.add_argument("--w-e", type=float, default=1.0, help="weight of extend/input tokens (default: 1)")
+    p.add_argument("--w-q", type=float, default=2.0, help="weight of output tokens (default: 2)")
+    p.add_argument("--compare", default="", help='router:policy pairs, e.g. "round_robin:lpm,d2lpm:dlpm"')
+    p.add_argument("--json", default="", metavar="PATH", help="write the summary as JSON")
+    p.add_argument("--plot-dir", default="", metavar="DIR", help="write service-over-time PNGs")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                   help="print progress to stderr on long runs")
+    p.set_defaults(func=main)
+
+
+def parse_pairs(text: str, default: tuple[str, str]) -> list[tuple[str, str]]:
+    """``"a:b,c:d"`` -> [(a, b), (c, d)], names checked against the registries."""
+    pairs = [default] if not text.strip() else []
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        require(item.count(":") == 1, f"--compare: {item!r} is not router:policy")
+        router, policy = (s.strip() for s in item.split(":"))
+        pairs.append((router, policy))
+    for router, policy in pairs:
+        require(router in ROUTING_POLICIES,
+                f"unknown router {router!r}; known: {', '.join(ROUTING_POLICIES.names())}")
+        require(policy in ADMISSION_POLICIES,
+                f"unknown policy {policy!r}; known: {', '.join(ADMISSION_POLICIES.names())}")
+    return pairs
+
+
+def run_pairs(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig,
+              pairs: list[tuple[str, str]], cost: CostModel, progress: bool = False,
+              ) -> tuple[dict[str, dict[str, Any]], dict[str, RunResult]]:
+    """Simulate each (router, policy) pair on the same seeded workload."""
+    programs = make_workload(workload, cluster.dp)
+    summaries: dict[str, dict[str, Any]] = {}
+    results: dict[str, RunResult] = {}
+    for router, policy in pairs:
+        cfg = ClusterSimConfig(**{**asdict(cluster), "router": router, "policy": policy})
+        if progress:
+            print(f"{router}:{policy}: {len(programs)} programs, {call_count(programs)} calls",
+                  file=sys.stderr, flush=True)
+        sim = Simulator(cfg, engine, programs, cost, horizon=workload.duration)
+        res = sim.run(stderr_progress(workload.duration) if progress else None)
+        summaries[f"{router}:{policy}"] = summarize(res)
+        results[f"{router}:{policy}"] = res
+    return summaries, results
+
+
+def main(args: argparse.Namespace) -> int:
+    workload = from_flags(WorkloadConfig, args)
+    cluster = from_flags(ClusterSimConfig, args)
+    engine = from_flags(EngineConfig, args)
+    cost = CostModel(w_e=args.w_e, w_q=args.w_q)
+    pairs = parse_pairs(args.compare, (cluster.router, cluster.policy))
+    summaries, results = run_pairs(workload, cluster, engine, pairs, cost, args.progress)
+    print(format_table(summaries))
+    if len(summaries) == 1:
+        print()
+        print(format_clients(next(iter(summaries.values()))))
+    if args.json:
+        _write_json(Path(args.json), summaries, bool(args.compare), workload, cluster, engine)
+    if args.plot_dir:
+        for path in plot_service(results, Path(args.plot_dir)):
+            print(f"wrote {path}")
+    return 0
+
+
+def _write_json(path: Path, summaries: dict[str, dict[str, Any]], compare: bool,
+                workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig) -> None:
+    config = {"workload": asdict(workload), "cluster": asdict(cluster), "engine": asdict(engine),
+              "tokenizer": make_tokenizer(workload.data, workload.seed).name}
+    doc: dict[str, Any] = {"runs": summaries} if compare else dict(next(iter(summaries.values())))
+    doc["config"] = config
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(doc, indent=2, sort_keys=False))
+    except OSError as err:
+        raise ConfigError(f"cannot write --json {str(path)!r}: {err}") from None

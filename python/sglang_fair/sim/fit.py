@@ -1,0 +1,60 @@
+"""Fit a linear step-time model to measured step times and use it in the simulator.
+
+    python -m sglang_fair.sim.fit steps.csv > model.json
+    sglang-fair sim --step-model model.json ...
+
+``steps.csv`` has one measured step per row: ``requests,new_tokens,context_tokens,attention_pairs,
+seconds`` (``attention_pairs`` may be omitted: 0). The JSON holds the coefficients of
+:class:`~sglang_fair.sim.steptime.LinearStepModel`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+from sglang_fair.core.errors import ConfigError
+from sglang_fair.sim.steptime import LinearStepModel, StepShape, fit_linear
+
+
+def read_samples(path: Path) -> list[tuple[StepShape, float]]:
+    """(shape, seconds) rows of a measurement CSV."""
+    try:
+        with path.open() as f:
+            rows = list(csv.DictReader(f))
+        return [
+            (StepShape(int(r["requests"]), int(r["new_tokens"]), int(r["context_tokens"]),
+                       float(r.get("attention_pairs") or 0.0)), float(r["seconds"]))
+            for r in rows
+        ]
+    except (OSError, KeyError, ValueError) as err:
+        raise ConfigError(f"cannot read step measurements {str(path)!r}: {err}") from None
+
+
+def load_model(path: Path) -> LinearStepModel:
+    """A :class:`LinearStepModel` from the JSON that :func:`main` writes."""
+    try:
+        return LinearStepModel(**json.loads(path.read_text()))
+    except (OSError, TypeError, ValueError) as err:
+        raise ConfigError(f"cannot read step model {str(path)!r}: {err}") from None
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    try:
+        model = fit_linear(read_samples(Path(args[0])), name=Path(args[0]).stem)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(json.dumps(asdict(model), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

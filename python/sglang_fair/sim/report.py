@@ -1,0 +1,92 @@
+"""Presenting runs: the summary table and the service-over-time plots (000 Fig. 8/9)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from sglang_fair.core.errors import ConfigError
+from sglang_fair.metrics import RunResult
+
+COLUMNS = (
+    ("throughput", "throughput", "{:.0f}"),
+    ("actual_service_rate", "actual/s", "{:.0f}"),
+    ("jain_index", "jain", "{:.3f}"),
+    ("well_behaved_p50_s", "p50 s", "{:.1f}"),
+    ("well_behaved_p99_s", "p99 s", "{:.1f}"),
+    ("cache_hit_rate", "hit", "{:.3f}"),
+    ("max_backlogged_service_diff", "max diff", "{:.0f}"),
+    ("makespan_s", "makespan", "{:.1f}"),
+    ("retractions", "retract", "{:d}"),
+)
+
+
+def _cell(value: Any, fmt: str) -> str:
+    return "-" if value is None else fmt.format(value)
+
+
+def format_table(runs: dict[str, dict[str, Any]]) -> str:
+    """One row per run (``router:policy``), the headline metrics as columns."""
+    width = max(12, *(len(k) for k in runs))
+    head = f"{'run':<{width}} " + " ".join(f"{label:>10}" for _, label, _ in COLUMNS)
+    rows = [head, "-" * len(head)]
+    for name, summary in runs.items():
+        cells = " ".join(f"{_cell(summary.get(key), fmt):>10}" for key, _, fmt in COLUMNS)
+        rows.append(f"{name:<{width}} {cells}")
+    return "\n".join(rows)
+
+
+def format_clients(summary: dict[str, Any]) -> str:
+    """Per-client service and latency of one run."""
+    lines = [f"{'client':<28} {'service':>10} {'actual':>10} {'p50 s':>8} {'p99 s':>8} {'requests':>9}"]
+    for c, v in summary["clients"].items():
+        tag = " (misbehaving)" if v.get("misbehaving") else ""
+        lines.append(f"{(c + tag):<28} {v['service']:>10.0f} {v['actual_service']:>10.0f} "
+                     f"{_cell(v['p50_s'], '{:.1f}'):>8} {_cell(v['p99_s'], '{:.1f}'):>8} {v['requests']:>9}")
+    return "\n".join(lines)
+
+
+def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5) -> list[Path]:
+    """One PNG per run: service rate per client over time, as the client sees it and as spent."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigError("--plot-dir needs matplotlib: pip install 'sglang-fair[sim]'") from None
+    plot_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, res in results.items():
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharex=True)
+        clients = sorted({p.client for p in res.programs})
+        for ax, kind, title in ((axes[0], "actual", "actual service (extend + output)"),
+                                (axes[1], "perceived", "service as the client sees it (input + output)")):
+            for c in clients:
+                series = res.ledger.series(c, kind, res.end_time)
+                rate = _moving_average(series, smooth)
+                xs = [(k + 0.5) * res.ledger.window for k in range(len(rate))]
+                ax.plot(xs, [v / res.ledger.window for v in rate], label=c, linewidth=1)
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("time (s)")
+            ax.set_ylabel("weighted tokens / s")
+        axes[1].legend(fontsize=7, ncol=2)
+        fig.suptitle(name, fontsize=10)
+        fig.tight_layout()
+        path = plot_dir / f"service_{name.replace(':', '_')}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def _moving_average(xs: list[float], k: int) -> list[float]:
+    if k <= 1 or not xs:
+        return xs
+    out, acc = [], 0.0
+    for i, x in enumerate(xs):
+        acc += x
+        if i >= k:
+            acc -= xs[i - k]
+        out.append(acc / min(i + 1, k))
+    return out

@@ -1,0 +1,218 @@
+"""The event-driven cluster simulator: a router host and D workers over simulated time.
+
+Events, in time order (ties in insertion order, so runs are deterministic):
+- a program arrives: its ready calls are routed (the real routing policy) and queued at a worker;
+- a worker's step ends: its effects are applied (``EngineWorker.complete_step``), finished calls
+  release their children (closed loop), and the worker starts its next step at once;
+- feedback reaches the router ``feedback_delay`` seconds after a finish or an eviction, as over ZMQ.
+The run ends when every program finished or at ``max_time``. Policies never read time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sglang_fair.admission import AdmissionConfig, make_admission_policy
+from sglang_fair.core.cost import CostModel
+from sglang_fair.core.radix_cache import Evicted
+from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
+from sglang_fair.routing import RouterConfig, make_routing_policy
+from sglang_fair.sim.batch import EngineRequest, StepOutcome
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.fit import load_model
+from sglang_fair.sim.steptime import StepTimeModel, preset
+from sglang_fair.sim.worker import EngineWorker
+from sglang_fair.workloads import Program, ProgramRun
+
+Progress = Callable[[float, int, int], None]
+
+
+class Simulator:
+    """Runs ``programs`` on a simulated cluster; :meth:`run` returns a :class:`RunResult`."""
+
+    def __init__(self, cluster: ClusterSimConfig, engine: EngineConfig, programs: list[Program],
+                 cost: CostModel | None = None, model: StepTimeModel | None = None,
+                 horizon: float | None = None) -> None:
+        self.cfg = cluster
+        self.cost = cost or CostModel()
+        step_model, kv = preset(engine.preset)
+        if model is None and engine.step_model:
+            model = load_model(Path(engine.step_model))
+        self.model = model or step_model
+        kv = engine.kv_tokens or kv
+        admission = AdmissionConfig(policy=cluster.policy, quantum=cluster.q_u, cost=self.cost)
+        self.router = make_routing_policy(
+            RouterConfig(policy=cluster.router, num_workers=cluster.dp, quantum=cluster.q_w, cost=self.cost))
+        self.workers = [
+            EngineWorker(i, make_admission_policy(admission), engine, self.model, kv)
+            for i in range(cluster.dp)
+        ]
+        self.programs = programs
+        last = max((p.arrival for p in programs), default=0.0)
+        self.max_time = cluster.max_time or 20 * (horizon if horizon is not None else max(last, 1.0))
+        self.ledger = ServiceLedger(cluster.window)
+        self.requests: list[RequestRecord] = []
+        self.records = [
+            ProgramRecord(p.pid, p.client, p.arrival, len(p.calls), p.misbehaving, p.metric) for p in programs
+        ]
+        self.runs: dict[int, ProgramRun] = {}
+        self._events: list[tuple[float, int, int, Any]] = []
+        self._seq = itertools.count()
+        self.now = 0.0
+        self.end = 0.0
+        self.done_programs = 0
+        self._completing: EngineWorker | None = None
+        self._version = [0] * cluster.dp  # of each worker's pending step-end event
+        self._started = [0.0] * cluster.dp  # start of each worker's current plan
+
+    # ---- event queue ----------------------------------------------------------------------------
+    def _push(self, t: float, kind: int, data: Any) -> None:
+        heapq.heappush(self._events, (t, next(self._seq), kind, data))
+
+    def run(self, progress: Progress | None = None) -> RunResult:
+        wall0 = time.perf_counter()
+        for p in self.programs:
+            self._push(p.arrival, 0, p)
+        total = len(self.programs)
+        while self._events:
+            t, _, kind, data = heapq.heappop(self._events)
+            if t > self.max_time:
+                break
+            self.now = t
+            if kind != 2:
+                self.end = t  # feedback to the router is not work: it does not extend the run
+            if kind == 0:
+                self._arrive(data)
+            elif kind == 1:
+                worker, version = data
+                if version == self._version[worker.index]:  # else the step was cut short
+                    self._step_done(worker)
+            else:
+                data()
+            if progress is not None:
+                progress(t, self.done_programs, total)
+        return RunResult(self.requests, self.records, self.ledger, self.end, len(self.workers),
+                         dict(self.cost.client_weights), time.perf_counter() - wall0,
+                         sum(w.steps for w in self.workers))
+
+    # ---- programs and requests -------------------------------------------------------------------
+    def _arrive(self, program: Program) -> None:
+        run = ProgramRun(program)
+        self.runs[program.pid] = run
+        for call in run.ready():
+            self._dispatch(run, call)
+
+    def _dispatch(self, run: ProgramRun, call: int) -> None:
+        p = run.program
+        shared = run.prompt(call)
+        prompt = list(shared)
+        rid = len(self.requests)
+        req = EngineRequest(rid=rid, client=p.client, tokens=prompt, output_len=p.calls[call].output_len,
+                            arrival=self.now, output_ids=list(run.output(call)), pid=p.pid, call=call,
+                            prompt_len=len(prompt), key=shared)
+        self.requests.append(RequestRecord(rid, p.pid, p.client, self.now, len(prompt), req.output_len))
+        worker = self.workers[self.router.route(req)]
+        self.requests[rid].worker = worker.index
+        worker.enqueue(req)
+        if worker is self._completing:
+            return
+        if worker.idle():
+            self._start(worker)
+        elif worker.truncate(self.now - self._started[worker.index]):
+            self._schedule(worker)
+
+    def _start(self, worker: EngineWorker) -> None:
+        if worker.start_step() is not None:
+            self._started[worker.index] = self.now
+            self._schedule(worker)
+
+    def _schedule(self, worker: EngineWorker) -> None:
+        assert worker.plan is not None
+        self._version[worker.index] += 1
+        end = self._started[worker.index] + worker.plan.duration
+        self._push(end, 1, (worker, self._version[worker.index]))
+
+    # ---- step completion ---------------------------------------------------------------------------
+    def _step_done(self, worker: EngineWorker) -> None:
+        plan = worker.plan
+        assert plan is not None
+        if plan.kind == "prefill":
+            for req, _ in plan.batch:
+                rec = self.requests[req.rid]
+                if rec.admitted < 0:
+                    rec.admitted, rec.cached_len = self._started[worker.index], req.cached_len
+        out = worker.complete_step()
+        self._account(worker, out)
+        self._completing = worker  # children dispatched now wait for this worker's next step
+        for req in out.finished:
+            self._finished(worker, req)
+        self._completing = None
+        if out.evicted:
+            evs = out.evicted
+            idx = worker.index
+            self._push(self.now + self.cfg.feedback_delay, 2, lambda: self._evicted(idx, evs))
+        self._start(worker)
+
+    def _account(self, worker: EngineWorker, out: StepOutcome) -> None:
+        cost, led, now, w = self.cost, self.ledger, self.now, worker.index
+        for client, n in out.extend.items():
+            led.add(now, client, w, 0.0, cost.w_e * n)
+        if out.step_ends:  # several decode steps: count each step's tokens in its own window
+            start, window = self._started[w], led.window
+            steps_in: dict[int, int] = {}
+            for end in out.step_ends:
+                k = int((start + end) / window)
+                steps_in[k] = steps_in.get(k, 0) + 1
+            for k, steps in steps_in.items():
+                t = (k + 0.5) * window
+                for client, n in out.step_output.items():
+                    led.add(t, client, w, cost.w_q * n * steps, cost.w_q * n * steps)
+        else:
+            for client, n in out.output.items():
+                led.add(now, client, w, cost.w_q * n, cost.w_q * n)
+        for req in out.prefilled:
+            led.add(now, req.client, w, cost.w_e * req.prompt_len, 0.0)
+            rec = self.requests[req.rid]
+            rec.first_token = now
+            prog = self.records[req.pid]
+            if prog.first_token < 0:
+                prog.first_token = now
+        for req in out.retracted:
+            self.requests[req.rid].retractions += 1
+
+    def _evicted(self, worker: int, evicted: list[Evicted]) -> None:
+        for e in evicted:
+            self.router.on_evict(worker, e.tokens, e.start)
+
+    def _finished(self, worker: EngineWorker, req: EngineRequest) -> None:
+        rec = self.requests[req.rid]
+        rec.finished, rec.generated = self.now, req.generated
+        idx, client, n = worker.index, req.client, req.generated
+        self._push(self.now + self.cfg.feedback_delay, 2, lambda: self.router.on_finish(idx, client, n))
+        run = self.runs[req.pid]
+        for call in run.finish(req.call):
+            self._dispatch(run, call)
+        if run.finished:
+            self.records[req.pid].finished = self.now
+            self.done_programs += 1
+            del self.runs[req.pid]
+
+
+def stderr_progress(duration: float, every_s: float = 2.0) -> Progress:
+    """A progress callback that prints to stderr at most every ``every_s`` wall seconds."""
+    last = [time.perf_counter()]
+
+    def report(t: float, done: int, total: int) -> None:
+        now = time.perf_counter()
+        if now - last[0] >= every_s:
+            last[0] = now
+            print(f"  simulated {t:8.1f} s (arrivals until {duration:g} s), programs {done}/{total}",
+                  file=sys.stderr, flush=True)
+
+    return report

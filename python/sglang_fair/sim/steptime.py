@@ -1,0 +1,193 @@
+"""Step-time models: how long one forward pass of a batch takes on the simulated GPU.
+
+The linear model (docs/simulator.md derives the presets) is
+
+    t = fixed + per_request * requests + per_new_token * new_tokens
+          + per_context_token * context_tokens + per_attention_pair * attention_pairs
+
+``new_tokens`` are tokens computed this step (prefill chunk tokens, one per decoding request);
+``context_tokens`` the KV tokens read (each request's full KV length); ``attention_pairs`` the
+(query, key) pairs of prefill attention (a chunk of n new tokens after a prefix of p tokens: n*(p + n/2)).
+Coefficients can be fitted from measured step times with :func:`fit_linear` (least squares, pure
+Python), so one model serves presets, CPU calibrations and GPU measurements.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Protocol
+
+from sglang_fair.core.errors import ConfigError, require
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """What a step-time model may read of a batch."""
+
+    requests: int
+    new_tokens: int
+    context_tokens: int
+    attention_pairs: float = 0.0
+    prefill: bool = False
+
+
+class StepTimeModel(Protocol):
+    def step_time(self, shape: StepShape) -> float:
+        """Seconds the forward pass of ``shape`` takes."""
+        ...
+
+
+@dataclass(frozen=True)
+class LinearStepModel:
+    """fixed + per_request*r + per_new_token*n + per_context_token*c + per_attention_pair*a (seconds)."""
+
+    fixed: float
+    per_request: float
+    per_new_token: float
+    per_context_token: float
+    per_attention_pair: float = 0.0
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name != "name":
+                require(getattr(self, f.name) >= 0, f"step model coefficient {f.name} must be >= 0")
+        require(self.fixed > 0 or self.per_new_token > 0, "step model: fixed or per_new_token must be > 0")
+
+    def step_time(self, shape: StepShape) -> float:
+        return (self.fixed + self.per_request * shape.requests + self.per_new_token * shape.new_tokens
+                + self.per_context_token * shape.context_tokens
+                + self.per_attention_pair * shape.attention_pairs)
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Public figures of a GPU: dense bf16 tensor throughput (FLOP/s), HBM bandwidth (B/s), memory (B)."""
+
+    name: str
+    flops: float
+    bandwidth: float
+    memory: float
+
+
+@dataclass(frozen=True)
+class Model:
+    """Public figures of a model: parameters, layers, query heads, KV heads, head dimension, dtype bytes."""
+
+    name: str
+    params: float
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    dtype_bytes: int = 2
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
+
+
+A100_80GB = Hardware("A100-80GB-SXM", flops=312e12, bandwidth=2.039e12, memory=80e9)
+H100_SXM = Hardware("H100-80GB-SXM", flops=989e12, bandwidth=3.35e12, memory=80e9)
+A10_24GB = Hardware("A10-24GB", flops=125e12, bandwidth=0.6e12, memory=24e9)
+LLAMA_31_8B = Model("Llama-3.1-8B", params=8.03e9, layers=32, heads=32, kv_heads=8, head_dim=128)
+LLAMA_32_3B = Model("Llama-3.2-3B", params=3.21e9, layers=28, heads=24, kv_heads=8, head_dim=128)
+
+COMPUTE_EFFICIENCY = 0.5  # fraction of peak dense FLOP/s reached by prefill GEMMs and attention
+MEMORY_EFFICIENCY = 0.7  # fraction of peak HBM bandwidth reached by weight and KV reads
+STEP_OVERHEAD_S = 1e-3  # scheduler + kernel launch overhead per step (SGLang with CUDA graphs)
+PER_REQUEST_S = 2e-5  # per-request sampling and bookkeeping
+MEM_FRACTION_STATIC = 0.88  # SGLang's default fraction of GPU memory for weights + KV pool
+ACTIVATION_RESERVE_B = 3e9  # activations, CUDA graphs and workspace
+
+
+def roofline_model(hw: Hardware, model: Model) -> LinearStepModel:
+    """A linear model from hardware and model figures: the derivation in docs/simulator.md."""
+    flops, bw = hw.flops * COMPUTE_EFFICIENCY, hw.bandwidth * MEMORY_EFFICIENCY
+    return LinearStepModel(
+        fixed=model.params * model.dtype_bytes / bw + STEP_OVERHEAD_S,
+        per_request=PER_REQUEST_S,
+        per_new_token=2 * model.params / flops,
+        per_context_token=model.kv_bytes_per_token / bw,
+        per_attention_pair=4 * model.layers * model.heads * model.head_dim / flops,
+        name=f"{model.name}@{hw.name}",
+    )
+
+
+def kv_capacity_tokens(hw: Hardware, model: Model) -> int:
+    """KV pool size in tokens: SGLang's static memory fraction minus weights and activations."""
+    free = hw.memory * MEM_FRACTION_STATIC - model.params * model.dtype_bytes - ACTIVATION_RESERVE_B
+    return int(free // model.kv_bytes_per_token)
+
+
+PRESETS: dict[str, tuple[Hardware, Model]] = {
+    "a100-llama8b": (A100_80GB, LLAMA_31_8B),
+    "h100-llama8b": (H100_SXM, LLAMA_31_8B),
+    "a10-llama3b": (A10_24GB, LLAMA_32_3B),  # the single-GPU setting of 000 Fig. 1, 9, 11, 12
+}
+
+
+def preset(name: str) -> tuple[LinearStepModel, int]:
+    """(step model, KV capacity in tokens) of a named preset."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown step-time preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+    hw, model = PRESETS[name]
+    return roofline_model(hw, model), kv_capacity_tokens(hw, model)
+
+
+def fit_linear(samples: list[tuple[StepShape, float]], name: str = "fitted",
+               ridge: float = 1e-12) -> LinearStepModel:
+    """Least-squares fit of a :class:`LinearStepModel` to (shape, measured seconds) samples.
+
+    Solves the normal equations with a tiny ridge term; negative coefficients (noise) are clipped
+    to 0 and the fit is redone without them, so the result is a valid model.
+    """
+    require(len(samples) >= 2, "fit_linear needs at least 2 samples")
+    active = [True] * 5
+    for _ in range(5):
+        coef = _solve(samples, active, ridge)
+        negative = [i for i, c in enumerate(coef) if active[i] and c < 0]
+        if not negative:
+            break
+        for i in negative:
+            active[i] = False
+    coef = [max(0.0, c) for c in coef]
+    if coef[0] == 0 and coef[2] == 0:
+        coef[0] = min(t for _, t in samples)
+    fixed, per_request, per_new, per_ctx, per_pair = coef
+    return LinearStepModel(fixed, per_request, per_new, per_ctx, per_pair, name=name)
+
+
+def _features(s: StepShape) -> list[float]:
+    return [1.0, float(s.requests), float(s.new_tokens), float(s.context_tokens), float(s.attention_pairs)]
+
+
+def _solve(samples: list[tuple[StepShape, float]], active: list[bool], ridge: float) -> list[float]:
+    idx = [i for i in range(5) if active[i]]
+    rows = [[_features(s)[i] for i in idx] for s, _ in samples]
+    scale = [max(1e-30, max(abs(r[j]) for r in rows)) for j in range(len(idx))]
+    rows = [[r[j] / scale[j] for j in range(len(idx))] for r in rows]
+    ys = [t for _, t in samples]
+    k = len(idx)
+    ata = [[sum(r[a] * r[b] for r in rows) + (ridge if a == b else 0.0) for b in range(k)] for a in range(k)]
+    aty = [sum(r[a] * y for r, y in zip(rows, ys, strict=True)) for a in range(k)]
+    sol = _gauss(ata, aty)
+    coef = [0.0] * 5
+    for j, i in enumerate(idx):
+        coef[i] = sol[j] / scale[j]
+    return coef
+
+
+def _gauss(a: list[list[float]], b: list[float]) -> list[float]:
+    n = len(b)
+    m = [[*row, b[i]] for i, row in enumerate(a)]
+    for col in range(n):
+        piv = max(range(col, n), key=lambda r: abs(m[r][col]))
+        m[col], m[piv] = m[piv], m[col]
+        if abs(m[col][col]) < 1e-300:
+            continue
+        for r in range(n):
+            if r != col:
+                f = m[r][col] / m[col][col]
+                m[r] = [x - f * y for x, y in zip(m[r], m[col], strict=True)]
+    return [m[i][n] / m[i][i] if abs(m[i][i]) > 1e-300 else 0.0 for i in range(n)]

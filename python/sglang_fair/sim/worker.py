@@ -1,0 +1,305 @@
+"""One worker as SGLang's scheduler loop runs it, with time from a step-time model.
+
+Each step is either a prefill (extend) step or a decode step, as in SGLang without mixed chunked
+prefill: a prefill step runs whenever the admission policy admits something (or a chunked prefill
+is in progress); otherwise every running request decodes one token.
+
+- Admission: the policy's ``select`` over the waiting queue, with a :class:`StepBudget` that checks
+  the running cap, the chunked-prefill token budget (one request at a time may be chunked) and the
+  KV pool: uncached input + ``new_token_ratio`` x remaining output must fit in free + evictable
+  tokens minus the same reservation for running requests (SGLang's PrefillAdder).
+- The KV pool is shared with the prefix cache (``LocalRadixCache``): a finished prefill puts its
+  prompt in the tree (shared while it runs), a finished request its prompt and output; unreferenced
+  nodes are evicted least-recently-used when room is needed; evictions are reported to the router.
+- Decode allocates one KV token per running request per step; when the pool runs out, requests are
+  retracted (fewest output tokens first, then longest input, as SGLang) until the batch has room for
+  ``retract_steps`` more steps; a retracted request re-enters the waiting queue with its prompt and
+  the output produced so far as input.
+- Requests that reach a busy worker wait in an inbox until the step ends (SGLang receives requests
+  between steps). Decode steps that nothing can interrupt (no finish, no retraction, nothing new to
+  admit) run as one event of up to ``MAX_DECODE_STEPS`` steps, cut short at the next step boundary
+  if a request arrives; the result is the same as stepping one by one (tests check it). A failed
+  admission is retried only after something changed (arrival, finish, retraction, prefill) or every
+  ``RETRY_EVERY`` steps (fairness counters move as tokens are charged). Decode progress of running
+  requests is kept by a per-worker decode clock and applied to a request (``generated``,
+  ``reserved``) only when it finishes or is retracted, so a decode event costs O(finished), not
+  O(running), beyond one C-level scan of the batch.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+from sglang_fair.admission import AdmissionPolicy
+from sglang_fair.core.errors import require
+from sglang_fair.core.radix_cache import Evicted, LocalRadixCache
+from sglang_fair.sim.batch import EngineRequest, StepBudget, StepOutcome, StepPlan
+from sglang_fair.sim.config import EngineConfig
+from sglang_fair.sim.running import RunningBatch
+from sglang_fair.sim.steptime import StepShape, StepTimeModel
+
+EVICT_BATCH = 4096  # tokens freed at least per eviction (SGLang evicts exactly what it needs)
+RETRY_EVERY = 4  # a failed admission is retried after this many steps even if nothing changed
+MAX_DECODE_STEPS = 64  # decode steps run as one event when nothing else can happen meanwhile
+
+
+class EngineWorker:
+    """Waiting queue, running batch, chunked prefill, KV pool + prefix cache, step time."""
+
+    def __init__(self, index: int, policy: AdmissionPolicy, config: EngineConfig,
+                 model: StepTimeModel, kv_tokens: int) -> None:
+        self.index = index
+        self.policy = policy
+        self.config = config
+        self.model = model
+        self.cache = LocalRadixCache(kv_tokens)
+        self.waiting: list[EngineRequest] = []
+        self.batch = RunningBatch()
+        self.chunked: EngineRequest | None = None
+        self.plan: StepPlan | None = None
+        self._evicted: list[Evicted] = []
+        self._retracted: list[EngineRequest] = []
+        self.inbox: list[EngineRequest] = []
+        self.content_version = 0  # bumped whenever tokens enter or leave the cache
+        self._dirty = True  # something that can change admission happened since the last failed try
+        self._stale = 0  # steps since the last failed admission try
+        self.busy_time = 0.0
+        self.steps = 0
+
+    # ---- queue ---------------------------------------------------------------------------------
+    def enqueue(self, req: EngineRequest) -> None:
+        require(req.input_len + req.output_len <= self.cache.capacity,
+                f"request {req.rid} needs {req.input_len + req.output_len} KV tokens, more than the "
+                f"pool's {self.cache.capacity}: raise --kv-tokens")
+        req.worker = self.index
+        if self.plan is None:
+            self._accept(req)
+        else:  # SGLang receives requests between steps
+            self.inbox.append(req)
+
+    def _accept(self, req: EngineRequest) -> None:
+        self.waiting.append(req)
+        self.policy.on_arrival(req)
+        self._dirty = True
+
+    def truncate(self, elapsed: float) -> bool:
+        """Stop a multi-step decode plan at the first step boundary at or after ``elapsed``.
+
+        Returns True if the plan got shorter (the host reschedules its end).
+        """
+        plan = self.plan
+        if plan is None or plan.steps == 1:
+            return False
+        j = bisect.bisect_left(plan.ends, elapsed - 1e-12, 0, plan.steps)
+        if j + 1 >= plan.steps:
+            return False
+        plan.steps = j + 1
+        return True
+
+    def idle(self) -> bool:
+        return self.plan is None
+
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.running or self.chunked)
+
+    # ---- pool ----------------------------------------------------------------------------------
+    def future_reservation(self) -> float:
+        """KV the running requests are expected to need: ratio x their remaining output (SGLang)."""
+        return self.config.new_token_ratio * self.batch.left
+
+    @property
+    def running(self) -> list[EngineRequest]:
+        """The running requests (read-only view; :class:`RunningBatch` changes them)."""
+        return self.batch.reqs
+
+    def reserve(self, n: int) -> bool:
+        """Reserve ``n`` pool tokens, evicting LRU cache leaves (reported to the router) if needed."""
+        cache = self.cache
+        if cache.free_tokens < n:  # evict in batches: each eviction scans the tree once
+            evicted = cache.evict(max(n - cache.free_tokens, EVICT_BATCH))
+            self.content_version += bool(evicted)
+            if not hasattr(cache, "evicted"):
+                self._evicted.extend(evicted)
+        return cache.alloc(n)
+
+    # ---- step planning ---------------------------------------------------------------------------
+    def start_step(self) -> StepPlan | None:
+        """Form the next batch (prefill if anything is admitted, else decode) and time it."""
+        for req in self.inbox:
+            self._accept(req)
+        self.inbox.clear()
+        self.plan = self._plan_prefill() or self._plan_decode()
+        return self.plan
+
+    def _plan_prefill(self) -> StepPlan | None:
+        if self.chunked is None and not (self.waiting and (self._dirty or self._stale >= RETRY_EVERY)):
+            return None
+        budget = StepBudget(self, self.config.chunk_size, len(self.running) + (1 if self.chunked else 0))
+        if self.chunked is not None:
+            req = self.chunked
+            chunk = min(req.input_len - req.prefilled, budget.tokens_left)
+            budget.batch.append((req, chunk))
+            budget.tokens_left -= chunk
+        retry = self._dirty or self._stale >= RETRY_EVERY
+        if self.waiting and retry and not budget.exhausted():
+            self._refresh_matches()
+            admitted = self.policy.select(self.waiting, budget)
+            if admitted:
+                taken = {id(r) for r in admitted}
+                self.waiting = [r for r in self.waiting if id(r) not in taken]
+            else:
+                self._dirty, self._stale = False, 0
+        if not budget.batch:
+            return None
+        shape = StepShape(
+            requests=len(budget.batch),
+            new_tokens=sum(n for _, n in budget.batch),
+            context_tokens=sum(r.prefilled + n for r, n in budget.batch),
+            attention_pairs=sum(n * (r.prefilled + n / 2) for r, n in budget.batch),
+            prefill=True,
+        )
+        return StepPlan("prefill", budget.batch, [self.model.step_time(shape)])
+
+    def _refresh_matches(self) -> None:
+        """Set each waiting request's cached prefix (the LPM order): matched again only if the cache's
+        content changed since, and once per distinct prompt."""
+        memo: dict[int, int] = {}
+        version = self.content_version
+        for req in self.waiting:
+            if req.match_version == version:
+                continue
+            key = id(req.key) if req.key is not None else None
+            if key is not None and key in memo:
+                req.cached_len = memo[key]
+            else:
+                req.cached_len = self.cache.match_prefix(req.tokens)[0]
+                if key is not None:
+                    memo[key] = req.cached_len
+            req.match_version = version
+
+    def _plan_decode(self) -> StepPlan | None:
+        if not self.running:
+            return None
+        self._make_decode_room()
+        if not self.running:
+            return self._plan_prefill()
+        n = len(self.running)
+        cache = self.cache
+        k = min(
+            self.batch.steps_to_first_finish(),  # until the first finish
+            (cache.free_tokens + cache.evictable_tokens) // n,  # no retraction on the way
+            RETRY_EVERY if self.waiting else MAX_DECODE_STEPS,  # admission is retried meanwhile
+        )
+        k = max(1, k)
+        ends, t, context = [], 0.0, self.batch.context
+        for j in range(k):
+            t += self.model.step_time(StepShape(requests=n, new_tokens=n, context_tokens=context + j * n))
+            ends.append(t)
+        return StepPlan("decode", [], ends, k, decoding=n)
+
+    def _make_decode_room(self) -> None:
+        """Retract running requests until the rest has room for ``retract_steps`` decode steps."""
+        cache = self.cache
+        if cache.free_tokens + cache.evictable_tokens >= len(self.running):
+            return
+        self.batch.sync_all()
+        order = sorted(self.running, key=lambda r: (r.generated, -r.input_len), reverse=True)
+        while order and cache.free_tokens + cache.evictable_tokens < len(order) * self.config.retract_steps:
+            self._retract(order.pop())
+
+    def _retract(self, req: EngineRequest) -> None:
+        self.batch.remove(req)
+        cache = self.cache
+        full = req.full_sequence()
+        self.content_version += cache.insert(full)[0] > 0  # its KV stays as evictable cache (SGLang)
+        assert req.node is not None
+        cache.unlock(req.node)
+        cache.release(req.reserved)
+        req.node, req.reserved = None, 0
+        req.tokens, req.prefilled, req.cached_len, req.key, req.match_version = full, 0, 0, None, -1
+        self.policy.on_retract(req)
+        self.waiting.append(req)
+        self._retracted.append(req)
+        self._dirty = True
+
+    # ---- step completion -------------------------------------------------------------------------
+    def complete_step(self) -> StepOutcome:
+        """Apply the planned step's effects (tokens, prefill completions, finishes) and report them."""
+        plan = self.plan
+        assert plan is not None
+        self.plan = None
+        self.steps += plan.steps
+        self._stale += plan.steps
+        self.busy_time += plan.duration
+        out = StepOutcome(retracted=self._retracted)
+        self._retracted = []
+        if plan.kind == "prefill":
+            self._complete_prefill(plan, out)
+        else:
+            self._complete_decode(plan, out)
+        for client, n in out.output.items():
+            self.policy.on_output(client, n)
+        for req in out.finished:
+            self._finish(req)
+        out.evicted = self._drain_evictions()
+        return out
+
+    def _complete_prefill(self, plan: StepPlan, out: StepOutcome) -> None:
+        for req, chunk in plan.batch:
+            req.prefilled += chunk
+            out.extend[req.client] += chunk
+            if req.prefilled < req.input_len:
+                self.chunked = req
+                continue
+            if self.chunked is req:
+                self.chunked = None
+            added, node = self.cache.insert(req.tokens)  # the prompt is shared while the request runs
+            self.content_version += added > 0
+            self.cache.lock(node)
+            assert req.node is not None
+            self.cache.unlock(req.node)
+            self.cache.release(req.extend_reserved)
+            req.node, req.extend_reserved = node, 0
+            req.prefills += 1
+            self._dirty = True
+            if req.prefills == 1:
+                out.prefilled.append(req)
+            if self.reserve(1):  # the KV slot of the first output token
+                req.reserved += 1
+            self._emit(req, out)
+            if not req.done:
+                self.batch.enter(req)
+
+    def _complete_decode(self, plan: StepPlan, out: StepOutcome) -> None:
+        k, n = plan.steps, plan.decoding
+        require(n == len(self.running), "internal: the running batch changed during a decode step")
+        require(self.reserve(n * k), "internal: decode reservation failed")
+        out.step_output.update({c: m for c, m in self.batch.clients.items() if m})
+        for client, m in out.step_output.items():
+            out.output[client] += m * k
+        out.finished.extend(self.batch.advance(k))
+        out.step_ends = plan.ends[:k]
+
+    def _emit(self, req: EngineRequest, out: StepOutcome) -> None:
+        req.generated += 1
+        out.output[req.client] += 1
+        if req.done:
+            out.finished.append(req)
+
+    def _finish(self, req: EngineRequest) -> None:
+        self.content_version += self.cache.insert(req.full_sequence())[0] > 0
+        assert req.node is not None
+        self.cache.unlock(req.node)
+        self.cache.release(req.reserved)
+        req.node, req.reserved = None, 0
+        self.policy.on_finish(req)
+        self._dirty = True
+
+    def _drain_evictions(self) -> list[Evicted]:
+        log = getattr(self.cache, "evicted", None)
+        if isinstance(log, list):
+            out = list(log)
+            log.clear()
+            return out
+        out, self._evicted = self._evicted, []
+        return out

@@ -1,0 +1,90 @@
+"""Token ids for workload text: the GPT-2 tokenizer when tiktoken is installed, else a seeded mapping.
+
+The synthetic mapping splits text into GPT-2-sized pieces (a word piece of at most 4 characters with
+its leading space, or one punctuation mark) and hashes each piece to an id with the seed, so equal
+text gives equal ids and token counts are close to GPT-2's. Prompts are always built by
+concatenating token lists, never by re-encoding joined text, so shared prefixes are exact under
+either tokenizer. Random filler uses :func:`random_tokens`, generated output :func:`output_tokens`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Protocol
+
+VOCAB = 50257
+_PIECE = re.compile(r" ?[A-Za-z0-9]{1,4}| ?[^\sA-Za-z0-9]|\s+")
+
+
+class Tokenizer(Protocol):
+    name: str
+
+    def encode(self, text: str) -> list[int]: ...
+
+
+class SyntheticTokenizer:
+    """Seeded, deterministic text -> ids mapping (no dependency)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.name = f"synthetic(seed={seed})"
+        self._salt = str(seed).encode()
+
+    def encode(self, text: str) -> list[int]:
+        return [self._piece_id(p) for p in _PIECE.findall(text)]
+
+    @lru_cache(maxsize=65536)  # noqa: B019 - pieces repeat a lot; the tokenizer lives for a run
+    def _piece_id(self, piece: str) -> int:
+        digest = hashlib.blake2b(piece.encode(), digest_size=8, key=self._salt).digest()
+        return int.from_bytes(digest, "little") % VOCAB
+
+
+class TiktokenGPT2:
+    """GPT-2 BPE from the shared ``gpt2.tiktoken`` ranks file (needs the ``tiktoken`` package)."""
+
+    def __init__(self, ranks_file: Path) -> None:
+        import tiktoken
+        from tiktoken.load import load_tiktoken_bpe
+
+        self.name = "gpt2(tiktoken)"
+        self._enc = tiktoken.Encoding(
+            name="gpt2-local",
+            pat_str=r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+""",
+            mergeable_ranks=load_tiktoken_bpe(str(ranks_file)),
+            special_tokens={"<|endoftext|>": 50256},
+        )
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._enc.encode_ordinary(text))
+
+
+def make_tokenizer(data_dir: Path, seed: int, prefer_gpt2: bool = True) -> Tokenizer:
+    """GPT-2 if ``tiktoken`` is importable and the ranks file exists, else the synthetic mapping."""
+    ranks = data_dir / "tokenizers" / "gpt2.tiktoken"
+    if prefer_gpt2 and ranks.exists():
+        try:
+            return TiktokenGPT2(ranks)
+        except ImportError:
+            pass
+    return SyntheticTokenizer(seed)
+
+
+def random_tokens(rng: random.Random, n: int) -> tuple[int, ...]:
+    """``n`` uniformly random token ids (filler text)."""
+    return tuple(x % VOCAB for x in memoryview(rng.randbytes(4 * n)).cast("I"))
+
+
+def output_tokens(rng: random.Random, n: int) -> tuple[int, ...]:
+    """``n`` ids standing for generated text: a run of consecutive ids above the vocabulary from a
+    random base below 2^31 (ids fit in 32 bits; runs of different calls almost never overlap, and an
+    overlap matters only after an identical prefix); cheap to make."""
+    base = VOCAB + rng.randrange(1 << 31)
+    return tuple(range(base, base + n))
+
+
+def seeded_rng(*parts: object) -> random.Random:
+    """A generator seeded from ``parts`` (stable across processes: str seeds hash with SHA-512)."""
+    return random.Random(":".join(str(p) for p in parts))

@@ -1,0 +1,71 @@
+"""Metrics: Jain's index, percentiles, intervals, backlog and service differences."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sglang_fair.metrics import (
+    RequestRecord,
+    ServiceLedger,
+    all_active_interval,
+    backlog_intervals,
+    jain_index,
+    max_backlogged_diff,
+    percentile,
+)
+
+
+def test_jain_index_bounds() -> None:
+    assert jain_index([5, 5, 5, 5]) == pytest.approx(1.0)
+    assert jain_index([1, 0, 0, 0]) == pytest.approx(0.25)
+    assert jain_index([1, 2]) == pytest.approx(9 / 10)
+    assert jain_index([]) == 1.0
+
+
+@pytest.mark.parametrize("q", [0, 10, 50, 99, 100])
+def test_percentile_matches_numpy(q: float) -> None:
+    np = pytest.importorskip("numpy")  # the sim extra; the base install has no numpy
+    xs = [3.0, 1.0, 4.0, 1.5, 9.0, 2.6, 5.0]
+    assert percentile(xs, q) == pytest.approx(float(np.percentile(xs, q)))
+    assert math.isnan(percentile([], q))
+
+
+def test_percentile_by_hand() -> None:
+    assert percentile([1.0, 2.0, 3.0, 4.0], 50) == pytest.approx(2.5)
+    assert percentile([10.0], 99) == 10.0
+    assert percentile([0.0, 10.0], 99) == pytest.approx(9.9)
+
+
+def test_all_active_interval() -> None:
+    assert all_active_interval({"a": (0.0, 10.0), "b": (2.0, 8.0), "c": (1.0, 12.0)}) == (2.0, 8.0)
+
+
+def _rec(client: str, arrival: float, admitted: float) -> RequestRecord:
+    return RequestRecord(0, 0, client, arrival, 1, 1, admitted=admitted, finished=admitted + 100)
+
+
+def test_backlog_intervals_merge_overlaps() -> None:
+    spans = backlog_intervals([_rec("a", 0, 2), _rec("a", 1, 3), _rec("a", 5, 6), _rec("b", 0, -1)], end=9)
+    assert spans == {"a": [(0, 3), (5, 6)], "b": [(0, 9)]}
+
+
+def test_max_backlogged_diff_only_counts_common_backlog() -> None:
+    series = {"a": [10.0, 10.0, 10.0, 0.0], "b": [0.0, 5.0, 5.0, 50.0]}
+    backlog = {"a": [(0.0, 4.0)], "b": [(1.0, 3.0)]}
+    # both backlogged in windows 1 and 2: differences 5 then 10 -> 10
+    assert max_backlogged_diff(series, backlog, 1.0) == pytest.approx(10.0)
+    # weights: b has weight 0.5, so its service counts double
+    assert max_backlogged_diff(series, backlog, 1.0, {"b": 0.5}) == pytest.approx(0.0)
+
+
+def test_ledger_windows_and_totals() -> None:
+    led = ServiceLedger(window=2.0)
+    led.add(0.5, "a", 0, 10, 4)
+    led.add(2.5, "a", 1, 6, 6)
+    led.add(3.9, "b", 1, 1, 1)
+    assert led.series("a", "perceived") == [10, 6]
+    assert led.series("a", "actual", until=5.0) == [4, 6, 0]
+    assert led.total("a") == 16 and led.total("a", "perceived", 2.0, 4.0) == 6
+    assert dict(led.worker_actual[1]) == {1: 7}

@@ -1,0 +1,191 @@
+"""The full simulator: determinism, conservation of tokens, retraction, chunked prefill, timing."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from sglang_fair.core.cost import CostModel
+from sglang_fair.metrics import RunResult, summarize
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.steptime import LinearStepModel
+from sglang_fair.workloads import ProgramRun, WorkloadConfig, make_workload
+from sglang_fair.workloads.program import Call, Program
+
+NO_DATA = "/nonexistent-data-dir"
+PAIRS = [("round_robin", "lpm"), ("preble", "lpm"), ("client_rr", "vtc"), ("d2lpm", "dlpm"),
+         ("cache_aware", "fcfs"), ("shortest_queue", "dlpm")]
+
+
+def _tot(**kw: object) -> list[Program]:
+    cfg = WorkloadConfig(**{"workload": "tot", "scenario": "s2", "clients": 3, "rate": 0.4, "duration": 6,
+                            "depth": 2, "data_dir": NO_DATA, **kw})  # type: ignore[arg-type]
+    return make_workload(cfg, 2)
+
+
+def _run(programs: list[Program], router: str = "d2lpm", policy: str = "dlpm", dp: int = 2,
+         **engine: object) -> RunResult:
+    cluster = ClusterSimConfig(dp=dp, router=router, policy=policy, q_u=2048, q_w=8192)
+    return Simulator(cluster, EngineConfig(**engine), programs).run()  # type: ignore[arg-type]
+
+
+def _check_conservation(programs: list[Program], res: RunResult, cost: CostModel | None = None) -> None:
+    cost = cost or CostModel()
+    assert all(p.finished >= 0 for p in res.programs)
+    requested_in = sum(len(ProgramRun(p).prompt(i)) for p in programs for i in range(len(p.calls)))
+    requested_out = sum(c.output_len for p in programs for c in p.calls)
+    assert len(res.requests) == sum(len(p.calls) for p in programs)
+    assert all(r.generated == r.output_len for r in res.requests)
+    perceived = sum(res.ledger.total(c) for c in res.ledger.perceived)
+    assert perceived == pytest.approx(cost.w_e * requested_in + cost.w_q * requested_out)
+    actual = sum(res.ledger.total(c, "actual") for c in res.ledger.actual)
+    extend = sum(r.input_len - r.cached_len for r in res.requests)
+    assert actual >= cost.w_q * requested_out + cost.w_e * extend - 1e-6
+
+
+@pytest.mark.parametrize(("router", "policy"), PAIRS)
+def test_tokens_served_equal_tokens_requested(router: str, policy: str) -> None:
+    programs = _tot()
+    _check_conservation(programs, _run(programs, router, policy))
+
+
+def test_same_seed_same_result() -> None:
+    a = summarize(_run(_tot()))
+    b = summarize(_run(_tot()))
+    assert a == b
+    assert summarize(_run(_tot(seed=5))) != a
+
+
+def test_retraction_under_memory_pressure_conserves_tokens() -> None:
+    programs = _tot(scenario="s1", rate=0.6)
+    res = _run(programs, "round_robin", "lpm", kv_tokens=6000, max_running=64, new_token_ratio=0.0)
+    assert sum(r.retractions for r in res.requests) > 0
+    _check_conservation(programs, res)
+
+
+def test_chunked_prefill_of_a_long_prompt() -> None:
+    model = LinearStepModel(fixed=0.01, per_request=0, per_new_token=1e-4, per_context_token=0)
+    prompt = tuple(range(5000))
+    prog = Program(0, "a", 0.0, (Call((prompt,), 3),))
+    sim = Simulator(ClusterSimConfig(dp=1, router="round_robin", policy="fcfs"),
+                    EngineConfig(chunk_size=2048), [prog], model=model)
+    res = sim.run()
+    # 3 prefill chunks (2048 + 2048 + 904 tokens), then 2 decode steps of one token
+    assert res.steps == 5
+    expected_ttft = 3 * 0.01 + 5000 * 1e-4
+    assert res.programs[0].first_token == pytest.approx(expected_ttft)
+    assert res.programs[0].finished == pytest.approx(expected_ttft + 2 * (0.01 + 1e-4))
+
+
+def test_prefix_reuse_and_closed_loop() -> None:
+    model = LinearStepModel(fixed=0.01, per_request=0, per_new_token=1e-4, per_context_token=0)
+    prog = _tot(clients=1, scenario="none", rate=0.2)[0]
+    res = Simulator(ClusterSimConfig(dp=1, router="round_robin", policy="lpm"), EngineConfig(), [prog],
+                    model=model).run()
+    by_call = sorted(res.requests, key=lambda r: r.rid)
+    root = by_call[0]
+    for child in by_call[1:3]:  # children start after the root finished and reuse its prompt + output
+        assert child.arrival == pytest.approx(root.finished)
+        assert child.cached_len >= root.input_len + root.output_len
+
+
+def test_feedback_delay_does_not_extend_the_run() -> None:
+    programs = _tot()
+    fast = _run(programs)
+    cluster = ClusterSimConfig(dp=2, router="d2lpm", policy="dlpm", q_u=2048, q_w=8192, feedback_delay=5.0)
+    slow = Simulator(cluster, EngineConfig(), programs).run()
+    _check_conservation(programs, slow)
+    assert slow.end_time < fast.end_time * 2
+
+
+def test_summary_has_the_issue_keys() -> None:
+    s = summarize(_run(_tot()))
+    for key in ("throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
+                "cache_hit_rate", "max_backlogged_service_diff", "clients"):
+        assert key in s
+    for v in s["clients"].values():
+        assert {"service", "p50_s", "p99_s", "requests"} <= set(v)
+    assert s["well_behaved_p50_s"] is not None and 0 < s["cache_hit_rate"] <= 1
+
+
+def test_client_weights_run() -> None:
+    programs = _tot(scenario="none", rate=0.6)
+    cost = CostModel(client_weights={"c0": 3.0})
+    cluster = ClusterSimConfig(dp=1, router="round_robin", policy="vtc")
+    res = Simulator(cluster, EngineConfig(), programs, cost=cost).run()
+    _check_conservation(programs, res, cost)
+    other = Simulator(replace(cluster, policy="dlpm"), EngineConfig(), programs, cost=cost).run()
+    _check_conservation(programs, other, cost)
+
+
+def test_pool_is_clean_after_a_run() -> None:
+    programs = _tot(scenario="s1", rate=0.6)
+    cluster = ClusterSimConfig(dp=2, router="round_robin", policy="dlpm")
+    sim = Simulator(cluster, EngineConfig(kv_tokens=6000, new_token_ratio=0.0), programs)
+    sim.run()
+    for w in sim.workers:
+        cache = w.cache
+        assert cache.reserved_tokens == 0  # every reservation was released
+        assert cache.evictable_tokens == cache.cached_tokens  # no lock left behind
+        assert cache.cached_tokens <= cache.capacity
+        assert not w.waiting and not w.running and w.chunked is None
+
+
+@pytest.mark.parametrize(("router", "policy", "kv"), [("d2lpm", "dlpm", 0), ("round_robin", "vtc", 7000)])
+def test_multi_step_decode_events_equal_single_steps(
+    router: str, policy: str, kv: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sglang_fair.sim.worker as worker
+
+    programs = _tot(scenario="s1", rate=0.5)
+    many = summarize(_run(programs, router, policy, kv_tokens=kv))
+    monkeypatch.setattr(worker, "MAX_DECODE_STEPS", 1)
+    monkeypatch.setattr(worker, "RETRY_EVERY", 1)
+    one = summarize(_run(programs, router, policy, kv_tokens=kv))
+    monkeypatch.setattr(worker, "RETRY_EVERY", 4)
+    one_retry4 = summarize(_run(programs, router, policy, kv_tokens=kv))
+    assert many == one_retry4  # batching decode steps into one event changes nothing
+    assert one["programs_finished"] == many["programs_finished"]
+
+
+def test_incremental_batch_counters_match_a_recount(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sglang_fair.sim.worker as worker
+
+    complete = worker.EngineWorker.complete_step
+
+    def checked(self: worker.EngineWorker) -> object:
+        out = complete(self)
+        self.batch.sync_all()
+        assert self.batch.left == sum(r.output_len - r.generated for r in self.running)
+        assert self.batch.clients == Counter(r.client for r in self.running)
+        assert self.batch.context == sum(len(r.tokens) + r.generated for r in self.running)
+        held = sum(r.reserved + r.extend_reserved for r in self.running)
+        held += self.chunked.extend_reserved if self.chunked else 0
+        assert held == self.cache.reserved_tokens
+        return out
+
+    monkeypatch.setattr(worker.EngineWorker, "complete_step", checked)
+    programs = _tot(scenario="s1", rate=0.6)
+    res = _run(programs, "round_robin", "dlpm", kv_tokens=6000, new_token_ratio=0.0)
+    assert sum(r.retractions for r in res.requests) > 0
+    _check_conservation(programs, res)
+
+
+def test_evictions_reach_the_router_after_the_delay() -> None:
+    programs = _tot(scenario="s1", rate=0.6)
+    cluster = ClusterSimConfig(dp=2, router="d2lpm", policy="dlpm", feedback_delay=0.5)
+    sim = Simulator(cluster, EngineConfig(kv_tokens=6000, new_token_ratio=0.0), programs)
+    seen: list[tuple[float, int]] = []
+    original = sim.router.on_evict
+
+    def on_evict(worker: int, tokens: object, start: int = 0) -> None:
+        seen.append((sim.now, worker))
+        original(worker, tokens, start)  # type: ignore[arg-type]
+
+    sim.router.on_evict = on_evict  # type: ignore[method-assign]
+    sim.run()
+    assert seen and {w for _, w in seen} <= {0, 1}
+    assert all(t >= 0.5 for t, _ in seen)

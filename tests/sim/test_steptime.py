@@ -1,0 +1,71 @@
+"""Step-time models: preset magnitudes and coefficient fitting."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from sglang_fair.cli import main as cli_main
+from sglang_fair.core.errors import ConfigError
+from sglang_fair.sim.fit import load_model
+from sglang_fair.sim.fit import main as fit_main
+from sglang_fair.sim.steptime import LinearStepModel, StepShape, fit_linear, preset
+
+
+def test_presets_have_plausible_magnitudes() -> None:
+    a100, kv = preset("a100-llama8b")
+    h100, _ = preset("h100-llama8b")
+    assert 300_000 < kv < 500_000  # ~51 GB of KV at 128 KiB/token
+    decode = StepShape(requests=64, new_tokens=64, context_tokens=64 * 1000)
+    assert 0.01 < a100.step_time(decode) < 0.06  # tens of ms per decode step
+    prefill = StepShape(requests=1, new_tokens=8192, context_tokens=8192, attention_pairs=8192 * 4096)
+    assert 0.4 < a100.step_time(prefill) < 2.0
+    assert h100.step_time(decode) < a100.step_time(decode)
+    assert h100.step_time(prefill) < a100.step_time(prefill) / 2
+    with pytest.raises(ConfigError, match="unknown step-time preset"):
+        preset("tpu")
+
+
+def test_fit_recovers_coefficients() -> None:
+    truth = LinearStepModel(0.01, 2e-5, 1e-4, 9e-8, 3e-9)
+    rng = random.Random(0)
+    samples = []
+    for _ in range(200):
+        prefill = rng.random() < 0.4
+        n = rng.randint(1, 4096) if prefill else rng.randint(1, 256)
+        r = rng.randint(1, 8) if prefill else n
+        ctx = n + rng.randint(0, 200_000)
+        shape = StepShape(r, n, ctx, n * (ctx - n / 2) if prefill else 0.0, prefill)
+        samples.append((shape, truth.step_time(shape) * (1 + rng.gauss(0, 0.001))))
+    fit = fit_linear(samples)
+    for name in ("fixed", "per_new_token", "per_context_token", "per_attention_pair"):
+        assert getattr(fit, name) == pytest.approx(getattr(truth, name), rel=0.05), name
+    assert all(v >= 0 for v in (fit.fixed, fit.per_request, fit.per_new_token))
+
+
+def test_fit_clips_negative_coefficients() -> None:
+    samples = [(StepShape(1, n, 0), 0.02 + 1e-4 * n) for n in (1, 10, 100, 1000)]
+    fit = fit_linear(samples)
+    assert fit.per_new_token == pytest.approx(1e-4, rel=1e-3)
+    assert fit.fixed + fit.per_request == pytest.approx(0.02, rel=1e-3)  # one request per step: collinear
+    assert min(fit.fixed, fit.per_request, fit.per_context_token, fit.per_attention_pair) >= 0
+
+
+def test_fit_cli_and_step_model_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = ["requests,new_tokens,context_tokens,attention_pairs,seconds"]
+    for r, n, c in [(1, 512, 512), (4, 4, 4000), (8, 8, 9000), (2, 1024, 3000), (16, 16, 30000),
+                    (1, 64, 64), (32, 32, 64000)]:
+        rows.append(f"{r},{n},{c},0,{0.01 + 2e-5 * r + 1e-4 * n + 1e-7 * c}")
+    csv_path = tmp_path / "steps.csv"
+    csv_path.write_text("\n".join(rows))
+    assert fit_main([str(csv_path)]) == 0
+    model_path = tmp_path / "model.json"
+    model_path.write_text(capsys.readouterr().out)
+    model = load_model(model_path)
+    assert model.per_new_token == pytest.approx(1e-4, rel=0.01)
+    assert cli_main(["sim", "--workload", "tot", "--depth", "1", "--duration", "3", "--rate", "0.3",
+                     "--data-dir", "/nonexistent", "--step-model", str(model_path), "--no-progress"]) == 0
+    assert cli_main(["sim", "--step-model", str(tmp_path / "missing.json"), "--duration", "3",
+                     "--data-dir", "/nonexistent", "--no-progress"]) == 2
