@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from itertools import chain
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -67,7 +68,8 @@ class LocalRadixCache:
             if child is None:
                 break
             key = child.key
-            common = common_len(key, tokens, pos)
+            end = pos + len(key)
+            common = len(key) if key == tokens[pos:end] else common_len(key, tokens, pos)
             child.last_access = now
             if common < len(key):
                 if common > 0:
@@ -176,7 +178,7 @@ class LocalRadixCache:
         while cur is not None and cur.parent is not None:
             parts.append(cur.key)
             cur = cur.parent
-        return tuple(tok for part in reversed(parts) for tok in part)
+        return tuple(chain.from_iterable(reversed(parts)))
 
 
 def as_token_list(tokens: Sequence[int]) -> list[int]:
