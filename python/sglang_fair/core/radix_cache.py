@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from itertools import chain
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import chain
 
 from sglang_fair.core.errors import require
 
