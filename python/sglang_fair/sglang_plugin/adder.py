@@ -1,0 +1,85 @@
+"""SGLang's ``PrefillAdder`` as the core's ``Budget``: the policy, not the queue order, decides admission.
+
+``Scheduler._get_new_batch_prefill_raw`` walks the waiting queue and calls ``adder.add_one_req`` per
+request until one does not return CONTINUE. The fair adder answers the first such call by running
+the policy's ``select(waiting, budget)`` over the whole queue, where ``budget.try_add`` performs the
+scheduler loop's own per-request steps (the running-request limit, ``init_next_round_input`` — the
+radix-cache match — and the real ``add_one_req``), then returns OTHER so the loop stops: the adder's
+``can_run_list`` then holds exactly what the policy admitted, in its order. Not supported with a fair
+policy (refused at start-up): LoRA, hierarchical-cache storage prefetch, priority scheduling, PP,
+disaggregation, diffusion LMs, hybrid Mamba models.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sglang_fair.sglang_plugin.state import FairState
+
+
+class AdderBudget:
+    """``Budget`` over one PrefillAdder for one scheduler step."""
+
+    def __init__(self, adder: Any, add_one: Any, scheduler: Any, kwargs: dict[str, Any]) -> None:
+        from sglang.srt.managers.schedule_policy import AddReqResult
+
+        self.adder, self.add_one, self.scheduler, self.kwargs = adder, add_one, scheduler, kwargs
+        self.result_type = AddReqResult
+        self.stopped = False
+
+    def exhausted(self) -> bool:
+        return self.stopped or bool(self.adder.budget_state() == self.result_type.OTHER)
+
+    def _slots_left(self) -> bool:
+        batch = self.adder.running_batch
+        held = sum(r.kv.holds_kv for r in self.adder.can_run_list)
+        limit = self.scheduler.get_num_allocatable_reqs(
+            len(batch.reqs), None, running_batch=batch, num_held_rows=held
+        )
+        return bool(len(self.adder.can_run_list) < limit)
+
+    def try_add(self, ad: Any) -> bool:
+        if self.stopped:
+            return False
+        batch = self.adder.running_batch
+        if not self._slots_left():
+            batch.batch_is_full = True
+            self.stopped = True
+            return False
+        req = ad.req
+        req.init_next_round_input(self.scheduler.tree_cache)
+        result = self.add_one(self.adder, req, **self.kwargs)
+        run_list = self.adder.can_run_list
+        added = bool(run_list) and run_list[-1] is req
+        if result != self.result_type.CONTINUE:
+            self.stopped = True
+            if result == self.result_type.NO_TOKEN:
+                batch.batch_is_full = bool(run_list) or not batch.is_empty()
+        return added
+
+
+_CLASSES: dict[tuple[int, type], type] = {}
+
+
+def fair_adder_class(base: type, scheduler: Any, state: FairState) -> type:
+    """A subclass of ``base`` (SGLang's adder class) whose admission runs ``state``'s policy."""
+    cache_key = (id(scheduler), base)
+    cls = _CLASSES.get(cache_key)
+    if cls is not None:
+        return cls
+    from sglang.srt.managers.schedule_policy import AddReqResult
+
+    base_add_one = getattr(base, "add_one_req")  # noqa: B009 (base is SGLang's PrefillAdder class)
+
+    def add_one_req(self: Any, req: Any, has_chunked_req: bool, truncation_align_size: Any) -> Any:
+        if getattr(self, "_fair_selected", False):
+            return AddReqResult.OTHER
+        self._fair_selected = True
+        kwargs = {"has_chunked_req": has_chunked_req, "truncation_align_size": truncation_align_size}
+        budget = AdderBudget(self, base_add_one, scheduler, kwargs)
+        state.select(scheduler.waiting_queue, budget)
+        return AddReqResult.OTHER
+
+    cls = type("FairPrefillAdder", (base,), {"add_one_req": add_one_req, "__doc__": __doc__})
+    _CLASSES[cache_key] = cls
+    return cls

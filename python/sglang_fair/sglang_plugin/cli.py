@@ -1,0 +1,54 @@
+"""``sglang-fair serve``: SGLang's server with the sglang-fair plugin; every SGLang flag passes through.
+
+The project's flags come from :class:`FairConfig` (listed by ``--help``); every other argument is
+handed to SGLang's own parser unchanged, e.g.
+``sglang-fair serve --model-path M --schedule-policy dlpm --fair-quantum 2048``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from sglang_fair.core.flags import add_flags
+from sglang_fair.sglang_plugin.config import FairConfig, build_config
+
+EPILOG = (
+    "All other arguments are SGLang's (python -m sglang.launch_server --help), passed through "
+    "unchanged; --schedule-policy also accepts dlpm and vtc (weighted with --client-weights or a "
+    "weight column in --client-keys)."
+)
+
+
+class PassThroughParser(argparse.ArgumentParser):
+    """Parses the project's flags and keeps every other argument, in order, as ``sglang_args``."""
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        ns, rest = super().parse_known_args(args, namespace)
+        ns.sglang_args = list(getattr(ns, "sglang_args", None) or []) + list(rest)
+        return ns, []
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``serve`` subcommand."""
+    parser = PassThroughParser(
+        prog="sglang-fair serve", description=__doc__.splitlines()[0], epilog=EPILOG, allow_abbrev=False,
+    )
+    add_flags(parser, FairConfig)
+    parser.set_defaults(func=serve)
+    subparsers._name_parser_map["serve"] = parser
+    subparsers._choices_actions.append(
+        argparse.Action(option_strings=[], dest="serve", help="run SGLang's server with fair scheduling")
+    )
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Validate the project's flags, then run SGLang (imported only now)."""
+    values = {k: getattr(args, k) for k in vars(args) if k not in ("func", "command", "sglang_args")}
+    config = build_config(values)
+    from sglang_fair.sglang_plugin.launcher import run
+
+    return run(config, args.sglang_args)

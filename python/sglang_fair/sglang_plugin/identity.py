@@ -1,0 +1,128 @@
+"""Client identity at the HTTP edge: API key, else header, else the OpenAI ``user`` field, else default.
+
+:func:`resolve_client` is the rule; :class:`ClientIdentityMiddleware` applies it to every HTTP request
+(an ASGI middleware, so native ``/generate`` and the OpenAI endpoints, streaming or not, are covered
+alike) and stores the client in the request scope; the tokenizer-manager hook copies it into the
+request's ``routing_key``, which SGLang carries to the scheduler. With keys configured an unknown or
+missing key is answered 401 and the header is ignored, so a client cannot claim another's share.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
+from typing import Any
+
+from sglang_fair.sglang_plugin.keys import KeyTable
+
+DEFAULT_CLIENT = "default"
+SCOPE_KEY = "sglang_fair_client"
+OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/fairness"})
+MAX_CLIENT_LEN = 128
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+class Unauthorized(Exception):
+    """The request carries no key, or a key the key file does not list."""
+
+
+def bearer_key(headers: Mapping[str, str]) -> str | None:
+    """The key of an ``Authorization: Bearer KEY`` header (or of ``X-API-Key``)."""
+    auth = headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip() or None
+    return headers.get("x-api-key") or None
+
+
+def resolve_client(
+    headers: Mapping[str, str], body_user: object, keys: KeyTable, header: str
+) -> str:
+    """The client of one request (``headers`` lower-cased). Raises :class:`Unauthorized`."""
+    if keys.enabled:
+        key = bearer_key(headers)
+        if key is None or key not in keys.clients:
+            raise Unauthorized("missing API key" if key is None else "unknown API key")
+        return keys.clients[key]
+    named = headers.get(header.lower(), "").strip()
+    if named:
+        return named[:MAX_CLIENT_LEN]
+    if isinstance(body_user, str) and body_user.strip():
+        return body_user.strip()[:MAX_CLIENT_LEN]
+    return DEFAULT_CLIENT
+
+
+def body_user_field(body: bytes) -> object:
+    """The top-level ``user`` field of a JSON body, or None."""
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return data.get("user") if isinstance(data, dict) else None
+
+
+class ClientIdentityMiddleware:
+    """ASGI middleware: resolves the client, answers 401 when keys are configured and do not match."""
+
+    def __init__(self, app: ASGIApp, keys: KeyTable, header: str, warmup_open: Callable[[], bool]) -> None:
+        self.app, self.keys, self.header, self.warmup_open = app, keys, header, warmup_open
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope.get("type") != "http" or scope.get("path") in OPEN_PATHS:
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        body_user: object = None
+        if not self.keys.enabled and self.header.lower() not in headers and scope.get("method") == "POST":
+            body, receive = await _buffer_body(receive)
+            body_user = body_user_field(body)
+        try:
+            client = resolve_client(headers, body_user, self.keys, self.header)
+        except Unauthorized as err:
+            if not (self.warmup_open() and _is_loopback(scope)):
+                await _send_401(send, str(err))
+                return
+            client = "__warmup__"
+        scope.setdefault("state", {})[SCOPE_KEY] = client
+        await self.app(scope, receive, send)
+
+
+def _is_loopback(scope: Scope) -> bool:
+    host = (scope.get("client") or ("", 0))[0]
+    return host in ("127.0.0.1", "::1", "localhost")
+
+
+async def _buffer_body(receive: Receive) -> tuple[bytes, Receive]:
+    """Read the whole request body and return it with a ``receive`` that replays it."""
+    chunks: list[bytes] = []
+    more = True
+    while more:
+        message = await receive()
+        if message.get("type") != "http.request":
+            break
+        chunks.append(message.get("body", b""))
+        more = bool(message.get("more_body"))
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if replayed:
+            return await receive()
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return body, replay
+
+
+async def _send_401(send: Send, reason: str) -> None:
+    payload = json.dumps({"object": "error", "message": reason, "type": "Unauthorized", "code": 401}).encode()
+    await send({
+        "type": "http.response.start", "status": 401,
+        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+    })
+    await send({"type": "http.response.body", "body": payload})

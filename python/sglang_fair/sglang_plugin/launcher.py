@@ -1,0 +1,94 @@
+"""Start SGLang's HTTP server with the plugin enabled and the project's flags exported.
+
+Order matters: the project's flags are validated first (fast, no SGLang import); then SGLang's
+plugins load (which adds ``dlpm``/``vtc`` to ``--schedule-policy``), then SGLang parses its own
+flags, then flag combinations the fair policies do not support are refused, then the server runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from sglang_fair.core.errors import ConfigError
+from sglang_fair.sglang_plugin import PLUGIN_NAME
+from sglang_fair.sglang_plugin.config import ENV_CONFIG, FAIR_POLICIES, FairConfig
+
+
+def export_environment(config: FairConfig, sglang_args: Sequence[str]) -> None:
+    """Make every SGLang process see the config and load this plugin."""
+    os.environ[ENV_CONFIG] = config.to_env()
+    allowed = os.environ.get("SGLANG_PLUGINS", "")
+    if allowed and PLUGIN_NAME not in {x.strip() for x in allowed.split(",")}:
+        os.environ["SGLANG_PLUGINS"] = f"{allowed},{PLUGIN_NAME}"
+    if _flag_value(sglang_args, "--device") == "cpu":
+        os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")  # SGLang's CPU engine (see docs/serving.md)
+
+
+def _flag_value(args: Sequence[str], flag: str) -> str | None:
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def check_combination(config: FairConfig, server_args: Any) -> None:
+    """Refuse flag combinations that conflict (a :class:`ConfigError` names them)."""
+    policy = server_args.schedule_policy
+    defaults = FairConfig()
+    fair = policy in FAIR_POLICIES
+    if config.fair_quantum != defaults.fair_quantum and policy != "dlpm":
+        raise ConfigError(f"--fair-quantum applies to --schedule-policy dlpm only (got {policy})")
+    if config.weights() and not fair:
+        raise ConfigError(f"client weights need --schedule-policy dlpm or vtc (got {policy})")
+    if config.key_table.enabled and getattr(server_args, "api_key", None):
+        raise ConfigError("--client-keys and SGLang's --api-key are two key schemes: use one")
+    if not fair:
+        return
+    unsupported = {
+        "--enable-priority-scheduling": getattr(server_args, "enable_priority_scheduling", False),
+        "--enable-lora / --lora-paths": bool(getattr(server_args, "enable_lora", None)
+                                             or getattr(server_args, "lora_paths", None)),
+        "--pp-size > 1": (getattr(server_args, "pp_size", 1) or 1) > 1,
+        "--disaggregation-mode": getattr(server_args, "disaggregation_mode", "null") != "null",
+        "--hicache-storage-backend": bool(getattr(server_args, "hicache_storage_backend", None)),
+        "--dllm-algorithm": bool(getattr(server_args, "dllm_algorithm", None)),
+    }
+    bad = [name for name, on in unsupported.items() if on]
+    if bad:
+        raise ConfigError(f"--schedule-policy {policy} does not support {', '.join(bad)}")
+
+
+def _load_plugins_or_fail() -> None:
+    from sglang.srt.plugins import load_plugins
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    from sglang_fair.sglang_plugin.hooks import HOOKS
+
+    load_plugins()
+    missing = [h.target for h in HOOKS if h.target not in HookRegistry._patched]
+    if missing:
+        raise ConfigError(
+            "the sglang_fair plugin did not load or its hooks did not apply (is the package installed "
+            f"so that its sglang.srt.plugins entry point exists?): {', '.join(missing)}"
+        )
+
+
+def run(config: FairConfig, sglang_args: Sequence[str]) -> int:
+    """Validate, export, load the plugin, parse SGLang's flags and serve until the server exits."""
+    export_environment(config, sglang_args)
+    _load_plugins_or_fail()
+    from sglang.launch_server import run_server
+    from sglang.srt.server_args import prepare_server_args
+    from sglang.srt.utils import kill_process_tree
+
+    server_args = prepare_server_args(list(sglang_args))
+    check_combination(config, server_args)
+    try:
+        run_server(server_args)
+    finally:
+        kill_process_tree(os.getpid(), include_parent=False)
+    return 0

@@ -1,0 +1,111 @@
+"""Hooks inside the scheduler process: policy choice, queue events, admission, per-step results.
+
+Every function here is registered by :mod:`sglang_fair.sglang_plugin.hooks`; each leaves SGLang's
+behaviour untouched unless the scheduler's ``--schedule-policy`` is one of :data:`FAIR_POLICIES`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sglang_fair.admission import make_admission_policy
+from sglang_fair.sglang_plugin.adder import fair_adder_class
+from sglang_fair.sglang_plugin.config import FAIR_POLICIES, config_from_env
+from sglang_fair.sglang_plugin.publish import Publisher, state_dir
+from sglang_fair.sglang_plugin.state import FairState
+
+logger = logging.getLogger("sglang_fair")
+STATE_ATTR = "_sglang_fair_state"
+CACHE_ORDERED = frozenset({"dlpm", "lpm"})  # core policies whose order reads the cached prefix
+
+
+def state_of(schedule_policy: Any) -> FairState | None:
+    return getattr(schedule_policy, STATE_ATTR, None)
+
+
+def validate_policy(original: Any, self: Any, policy: str, tree_cache: Any) -> Any:
+    """AROUND ``SchedulePolicy._validate_and_adjust_policy``: a fair name builds the core policy.
+
+    SGLang itself is told ``lpm`` (so its cache-aware paths stay on); the queue order and the
+    admission come from the core policy through the hooks below.
+    """
+    if policy not in FAIR_POLICIES:
+        return original(self, policy, tree_cache)
+    config = config_from_env()
+    setattr(self, STATE_ATTR, FairState(make_admission_policy(config.admission(policy))))
+    logger.info("sglang-fair: %s admission (Q^u=%s, w_e=%s, w_q=%s, weights=%s)", policy,
+                config.fair_quantum, config.fair_w_e, config.fair_w_q, config.weights())
+    return original(self, "lpm", tree_cache)
+
+
+def calc_priority(original: Any, self: Any, waiting_queue: list[Any], *args: Any, **kwargs: Any) -> Any:
+    """AROUND ``SchedulePolicy.calc_priority``: match every waiting request against the radix cache.
+
+    SGLang matches at most 128 waiting requests (then falls back to FCFS); DLPM reads the cached
+    prefix of every request and sorts in the core (one sort, any queue length). VTC's order does not
+    depend on the cache, so its queue is not matched here (admitted requests are matched by
+    ``init_next_round_input`` in the budget, as in SGLang).
+    """
+    state = state_of(self)
+    if state is None:
+        return original(self, waiting_queue, *args, **kwargs)
+    from sglang.srt.mem_cache.common import match_kv_cache
+
+    if state.policy.name in CACHE_ORDERED and not getattr(self.tree_cache, "disable", False):
+        for req in waiting_queue:
+            match_kv_cache(req, self.tree_cache)
+    state.reconcile(waiting_queue)
+    return None
+
+
+def prefill_adder_class(original: Any, self: Any) -> Any:
+    """AROUND ``Scheduler.get_prefill_adder_class``: the fair adder when a fair policy runs."""
+    base = original(self)
+    state = state_of(self.policy)
+    return base if state is None else fair_adder_class(base, self, state)
+
+
+def add_request_to_queue(_result: Any, self: Any, req: Any, *args: Any, **kwargs: Any) -> None:
+    """AFTER ``Scheduler._add_request_to_queue``: arrival, or return of a retracted request."""
+    state = state_of(self.policy)
+    if state is not None and self.waiting_queue and self.waiting_queue[-1] is req:
+        state.arrive(req)
+
+
+def process_batch_result(_result: Any, self: Any, *args: Any, **kwargs: Any) -> None:
+    """AFTER ``Scheduler.process_batch_result``: charge output tokens, retire finished requests."""
+    state = state_of(self.policy)
+    if state is None:
+        return
+    state.after_step()
+    if len(state.waiting) != len(self.waiting_queue):
+        state.reconcile(self.waiting_queue)
+    _publish(self, state)
+
+
+def _publish(scheduler: Any, state: FairState) -> None:
+    publisher = getattr(scheduler, "_sglang_fair_publisher", None)
+    if publisher is None:
+        publisher = _make_publisher(scheduler, state)
+        scheduler._sglang_fair_publisher = publisher
+    if not isinstance(publisher, Publisher):
+        return
+    idle = not state.running and not state.waiting
+    publisher.maybe_write(state.version, idle, state.snapshot)
+
+
+def _make_publisher(scheduler: Any, state: FairState) -> Publisher | bool:
+    from sglang.srt.runtime_context import get_observability, get_parallel
+
+    parallel = get_parallel()
+    directory = state_dir()
+    if directory is None or (parallel.tp_rank or 0) != 0:
+        return False
+    dp_rank = parallel.dp_rank or 0
+    publisher = Publisher(directory / f"scheduler-{dp_rank}.json", state.policy.name)
+    if get_observability().enable_metrics:
+        from sglang_fair.sglang_plugin.metrics import ClientGauges
+
+        publisher.gauges = ClientGauges(dp_rank)
+    return publisher

@@ -1,0 +1,165 @@
+"""Per-scheduler fairness state: the core admission policy plus the request adapters it reads.
+
+One :class:`FairState` lives in each SGLang scheduler process that runs a fair policy. The hooks
+translate SGLang's events into the core's calls (``base.py`` of the admission package defines them):
+
+    request appended to the waiting queue        -> on_arrival, or on_retract for a running request
+    request gone from the waiting queue unrun    -> on_drop (aborted while queued)
+    PrefillAdder step                            -> select(waiting, budget)  (charges admission)
+    output_ids grew (prefill's first token too)  -> on_output(client, new tokens)
+    running request finished or aborted          -> on_finish
+
+Charging rule (as in the core): a request's admission cost — for DLPM w_e * (input tokens - the
+prefix SGLang's radix cache matched when it was admitted, read after ``init_next_round_input``);
+for VTC, as in its paper, w_e * all input tokens — is charged once, at its first admission; a chunked
+prefill is one admission, so its later chunks are not charged again; a retracted request admitted
+again is not charged again. Output tokens are charged as ``output_ids`` grows: the high-water mark
+per request is remembered, so tokens kept across a retraction are never charged twice, and tokens
+produced before an abort stay charged. A finished or aborted request leaves the state at once.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_fair.admission import AdmissionPolicy, Budget
+from sglang_fair.core.cost import CostModel
+
+WAITING, RUNNING = "waiting", "running"
+
+
+class ReqAdapter:
+    """A SGLang ``Req`` seen as the core's ``WaitingRequest`` (``cached_len`` is read live)."""
+
+    __slots__ = ("admitted", "arrival", "client", "input_len", "out_seen", "req", "rid", "status")
+
+    def __init__(self, req: Any, arrival: float) -> None:
+        self.req = req
+        self.rid: Hashable = req.rid
+        self.client: str = client_of(req)
+        self.input_len: int = len(req.origin_input_ids)
+        self.arrival = arrival
+        self.status = WAITING
+        self.out_seen = len(req.output_ids)
+        self.admitted = False
+
+    @property
+    def cached_len(self) -> int:
+        """The prefix the radix cache matched in SGLang's last match (capped at the input length)."""
+        return max(0, min(int(getattr(self.req, "prefix_len", 0) or 0), self.input_len))
+
+
+def client_of(req: Any) -> str:
+    """The client id the HTTP edge put in ``routing_key`` (``default`` if none)."""
+    key = getattr(req, "routing_key", None)
+    return key if isinstance(key, str) and key else "default"
+
+
+@dataclass
+class TokenTotals:
+    """Per-client token counts, for the endpoint and metrics (cached = radix-cache hits)."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    output_tokens: int = 0
+
+
+class FairState:
+    """The policy object and the adapters of the requests it knows (waiting or running)."""
+
+    def __init__(self, policy: AdmissionPolicy) -> None:
+        self.policy = policy
+        self.cost: CostModel = policy.cost
+        self.waiting: dict[Hashable, ReqAdapter] = {}
+        self.running: dict[Hashable, ReqAdapter] = {}
+        self.totals: defaultdict[str, TokenTotals] = defaultdict(TokenTotals)
+        self._seq = 0
+        self.version = 0  # bumps on every change, for the publisher
+
+    # ---- queue events --------------------------------------------------------------------------
+    def arrive(self, req: Any) -> None:
+        """``req`` was appended to the waiting queue: new, or retracted from the running batch."""
+        rid = req.rid
+        if rid in self.waiting:
+            return
+        ad = self.running.pop(rid, None)
+        if ad is not None:
+            self.policy.on_retract(ad)
+        else:
+            self._seq += 1
+            ad = ReqAdapter(req, float(self._seq))
+            self.policy.on_arrival(ad)
+        ad.status = WAITING
+        self.waiting[rid] = ad
+        self.version += 1
+
+    def reconcile(self, waiting_queue: Sequence[Any]) -> None:
+        """Match the state to SGLang's waiting queue: adopt unseen requests, drop vanished ones."""
+        present = set()
+        for req in waiting_queue:
+            present.add(req.rid)
+            if req.rid not in self.waiting:
+                self.arrive(req)
+        for rid in [r for r in self.waiting if r not in present]:
+            self.policy.on_drop(self.waiting.pop(rid))
+            self.version += 1
+
+    def select(self, waiting_queue: Sequence[Any], budget: Budget) -> list[Any]:
+        """Run the policy's admission over the waiting queue; return the admitted SGLang requests."""
+        self.reconcile(waiting_queue)
+        candidates = [self.waiting[r.rid] for r in waiting_queue]
+        admitted = self.policy.select(candidates, budget)
+        for ad in admitted:
+            self.waiting.pop(ad.rid, None)
+            ad.status = RUNNING
+            self.running[ad.rid] = ad
+            if not ad.admitted:
+                ad.admitted = True
+                t = self.totals[ad.client]
+                t.requests += 1
+                t.input_tokens += ad.input_len
+                t.cached_tokens += ad.cached_len
+        if admitted:
+            self.version += 1
+        return [ad.req for ad in admitted]
+
+    # ---- step results --------------------------------------------------------------------------
+    def after_step(self) -> None:
+        """Charge new output tokens of running requests; retire the finished ones."""
+        for rid, ad in list(self.running.items()):
+            produced = len(ad.req.output_ids)
+            if produced > ad.out_seen:
+                self.policy.on_output(ad.client, produced - ad.out_seen)
+                self.totals[ad.client].output_tokens += produced - ad.out_seen
+                ad.out_seen = produced
+                self.version += 1
+            if ad.req.finished():
+                del self.running[rid]
+                self.policy.on_finish(ad)
+                self.version += 1
+
+    # ---- views ---------------------------------------------------------------------------------
+    def snapshot(self) -> dict[str, dict[str, float | int | None]]:
+        """Per client: counter, actual and client-perceived service, waiting, running, tokens."""
+        views = self.policy.snapshot()
+        out: dict[str, dict[str, float | int | None]] = {}
+        for client in sorted(set(views) | set(self.totals)):
+            t = self.totals[client]
+            view = views.get(client)
+            out[client] = {
+                "counter": view.counter if view else None,
+                "service": view.service if view else 0.0,
+                "perceived_service": self.cost.cost(t.input_tokens, t.output_tokens),
+                "waiting": view.queued if view else 0,
+                "running": view.running if view else 0,
+                "weight": self.cost.weight(client),
+                "requests": t.requests,
+                "input_tokens": t.input_tokens,
+                "cached_tokens": t.cached_tokens,
+                "output_tokens": t.output_tokens,
+            }
+        return out

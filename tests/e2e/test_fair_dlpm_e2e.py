@@ -1,0 +1,127 @@
+"""DLPM in the real SGLang server vs SGLang's own LPM: the light client, the bound, the cache.
+
+One LPM server and one DLPM server (API keys, metrics on) run the same workload (see
+``sglang_fair.sglang_plugin.scenario``) for the same window, on the same machine, one after the other.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fair_e2e_support import (
+    MAX_RUNNING,
+    WINDOW_S,
+    post,
+    requests_eventually,
+    requests_of,
+    run_policy,
+    wait_idle,
+)
+
+from sglang_fair.sglang_plugin.scenario import Summary, Workload, run_scenario
+from sglang_fair.sglang_plugin.testing import running_server
+
+pytestmark = pytest.mark.e2e
+
+QUANTUM = 256.0
+KEYS = {"heavy": "key-heavy", "medium": "key-medium", "light": "key-light"}
+W_E, W_Q = 1.0, 2.0
+
+
+@pytest.fixture(scope="module")
+def lpm(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Summary:
+    return run_policy(tiny_model, tmp_path_factory.mktemp("lpm") / "server.log", "lpm")
+
+
+@pytest.fixture(scope="module")
+def dlpm_server(
+    tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, lpm: Summary
+) -> Iterator[tuple[str, Summary]]:
+    tmp = tmp_path_factory.mktemp("dlpm")
+    keys = tmp / "keys.txt"
+    keys.write_text("".join(f"{key} {client}\n" for client, key in KEYS.items()))
+    args = ("--schedule-policy", "dlpm", *MAX_RUNNING, "--fair-quantum", str(QUANTUM),
+            "--client-keys", str(keys), "--enable-metrics")
+    with running_server(tiny_model, args, tmp / "server.log") as url:
+        summary = run_scenario(url, Workload(keys=KEYS), WINDOW_S)
+        print("\nlpm ", json.dumps(lpm.row()), "\ndlpm", json.dumps(summary.row()))
+        wait_idle(url)
+        yield url, summary
+
+
+def auth(client: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {KEYS[client]}"}
+
+
+def test_light_client_p99_at_most_half_of_lpm(lpm: Summary, dlpm_server: tuple[str, Summary]) -> None:
+    _, dlpm = dlpm_server
+    assert dlpm.done["light"] >= 2, dlpm.row()
+    assert dlpm.light_p99 <= 0.5 * lpm.light_p99, (dlpm.row(), lpm.row())
+
+
+def test_backlogged_service_difference_within_dlpm_bound(dlpm_server: tuple[str, Summary]) -> None:
+    _, dlpm = dlpm_server
+    delta = dlpm.service_delta
+    assert delta["heavy"] > 0 and delta["medium"] > 0, delta
+    longest_input = Workload().prefix_words + Workload().question_words + 64  # tokenizer slack
+    bound = 2 * (W_E * longest_input + W_Q * Workload().max_tokens + QUANTUM)  # 000 Thm 4.1
+    assert abs(delta["heavy"] - delta["medium"]) <= bound, (delta, bound)
+
+
+def test_cache_hit_rate_within_ten_percent_of_lpm(lpm: Summary, dlpm_server: tuple[str, Summary]) -> None:
+    _, dlpm = dlpm_server
+    assert dlpm.hit_rate >= 0.9 * lpm.hit_rate, (dlpm.hit_rate, lpm.hit_rate)
+
+
+def test_missing_or_unknown_key_gets_401(dlpm_server: tuple[str, Summary]) -> None:
+    url, _ = dlpm_server
+    body = {"text": "the queue", "sampling_params": {"max_new_tokens": 2}}
+    assert post(url, "/generate", body)[0] == 401
+    assert post(url, "/generate", body, {"Authorization": "Bearer nope", "X-Client-Id": "light"})[0] == 401
+    assert post(url, "/v1/completions", {"model": "m", "prompt": "a", "user": "light"})[0] == 401
+
+
+def test_header_cannot_override_the_key(dlpm_server: tuple[str, Summary]) -> None:
+    url, _ = dlpm_server
+    light, heavy = requests_of(url, "light", auth("light")), requests_of(url, "heavy", auth("light"))
+    body = {"text": "the queue", "sampling_params": {"max_new_tokens": 2}, "routing_key": "heavy"}
+    spoof = {**auth("light"), "X-Client-Id": "heavy", "x-smg-routing-key": "heavy"}
+    status, _ = post(url, "/generate", body, spoof)
+    assert status == 200
+    assert requests_eventually(url, "light", light + 1) == light + 1
+    assert requests_of(url, "heavy") == heavy
+
+
+def test_openai_endpoints_carry_the_client(dlpm_server: tuple[str, Summary]) -> None:
+    url, _ = dlpm_server
+    before = requests_of(url, "medium")
+    chat = {"model": "m", "messages": [{"role": "user", "content": "the queue"}], "max_tokens": 3}
+    comp = {"model": "m", "prompt": "the fair share", "max_tokens": 3}
+    for path, body in (("/v1/chat/completions", chat), ("/v1/completions", comp)):
+        for stream in (False, True):
+            status, data = post(url, path, {**body, "stream": stream, "user": "light"}, auth("medium"))
+            assert status == 200, data[:300]
+            assert (b"data: [DONE]" in data) is stream
+    assert requests_eventually(url, "medium", before + 4) == before + 4
+
+
+def test_oversized_prompt_gets_sglang_400_and_server_lives(dlpm_server: tuple[str, Summary]) -> None:
+    url, _ = dlpm_server
+    huge = {"text": "the " * 20_000, "sampling_params": {"max_new_tokens": 2}}
+    status, data = post(url, "/generate", huge, auth("light"))
+    assert status == 400, data[:300]
+    ok = {"text": "the queue", "sampling_params": {"max_new_tokens": 2}}
+    assert post(url, "/generate", ok, auth("light"))[0] == 200
+
+
+def test_prometheus_has_per_client_figures(dlpm_server: tuple[str, Summary]) -> None:
+    import urllib.request
+
+    url, _ = dlpm_server
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    for figure in ("service", "counter", "waiting", "running", "perceived_service"):
+        assert f'sglang_fair:{figure}{{client="heavy"' in text, figure

@@ -1,0 +1,107 @@
+"""Bad input at start-up: a clear message and a non-zero exit (SGLang needed for the parse cases)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from sglang_fair.core.errors import ConfigError
+from sglang_fair.sglang_plugin.config import FairConfig, build_config, config_from_env
+from sglang_fair.sglang_plugin.launcher import check_combination
+
+
+def serve(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1")
+    return subprocess.run(
+        [sys.executable, "-m", "sglang_fair.launch_server", "--model-path", "/nonexistent", *args],
+        capture_output=True, text=True, timeout=timeout, env=env,
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--fair-quantum", "0"), "--fair-quantum (Q^u) must be > 0, got 0.0"),
+        (("--fair-quantum", "-5"), "must be > 0"),
+        (("--fair-w-q", "-1"), "w_q must be >= 0"),
+        (("--client-weights", "a=0"), "weight of 'a' must be > 0"),
+        (("--client-keys", "/nonexistent/keys.txt"), "cannot read"),
+    ],
+)
+def test_bad_project_flag_exits_2_before_sglang_starts(args: tuple[str, ...], message: str) -> None:
+    done = serve(*args, timeout=60)
+    assert done.returncode == 2
+    assert message in done.stderr, done.stderr[-2000:]
+
+
+def test_malformed_key_file_names_the_line(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k1 alice 2\nk2 bob two\n")
+    done = serve("--client-keys", str(keys), timeout=60)
+    assert done.returncode == 2
+    assert f"{keys}:2: weight 'two' is not a number" in done.stderr
+
+
+def test_config_travels_through_the_environment(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k1 alice 2\n")
+    config = build_config({"fair_quantum": 512.0, "client_keys": str(keys), "client_weights": "bob=3"})
+    again = config_from_env({"SGLANG_FAIR_CONFIG": config.to_env()})
+    assert again == config
+    assert again.weights() == {"bob": 3.0, "alice": 2.0}
+    assert config_from_env({}) == FairConfig()
+
+
+def sglang_args(policy: str, **kw: object) -> SimpleNamespace:
+    return SimpleNamespace(schedule_policy=policy, **kw)
+
+
+@pytest.mark.parametrize(
+    ("config", "server", "message"),
+    [
+        ({"fair_quantum": 100.0}, sglang_args("lpm"), "--fair-quantum applies to --schedule-policy dlpm"),
+        ({"fair_quantum": 100.0}, sglang_args("vtc"), "--fair-quantum applies to --schedule-policy dlpm"),
+        ({"client_weights": "a=2"}, sglang_args("fcfs"), "client weights need"),
+        ({}, sglang_args("dlpm", enable_priority_scheduling=True), "--enable-priority-scheduling"),
+        ({}, sglang_args("vtc", pp_size=2), "--pp-size > 1"),
+        ({}, sglang_args("dlpm", lora_paths=["x"]), "--enable-lora"),
+    ],
+)
+def test_conflicting_flags_are_refused(
+    config: dict[str, object], server: SimpleNamespace, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_combination(build_config(config), server)
+
+
+def test_weight_conflict_between_flag_and_key_file(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.txt"
+    keys.write_text("k1 alice 2\n")
+    with pytest.raises(ConfigError, match=re.escape("conflicts with weight 2.0 in --client-keys")):
+        build_config({"client_keys": str(keys), "client_weights": "alice=3"})
+
+
+sglang_needed = pytest.mark.skipif(
+    __import__("importlib").util.find_spec("sglang") is None, reason="SGLang not installed"
+)
+
+
+@sglang_needed
+def test_unknown_policy_is_sglangs_usage_error() -> None:
+    done = serve("--schedule-policy", "nope")
+    assert done.returncode == 2
+    assert "invalid choice: 'nope'" in done.stderr
+    assert "'dlpm'" in done.stderr and "'vtc'" in done.stderr  # the plugin's names are offered
+
+
+@sglang_needed
+def test_conflicting_flag_exits_2_after_sglang_parses() -> None:
+    done = serve("--schedule-policy", "dlpm", "--enable-priority-scheduling")
+    assert done.returncode == 2
+    assert "does not support --enable-priority-scheduling" in done.stderr
