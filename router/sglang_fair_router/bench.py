@@ -145,7 +145,7 @@ def run(cfg: BenchRouterConfig) -> dict[str, float]:
             while j < n and t0 + j / cfg.rate <= now:
                 load.send(*work[1 + cfg.requests + j], payload)
                 j += 1
-            load.drain(max(0, int(1000 * (t0 + j / cfg.rate - time.monotonic()))))
+            load.drain(max(1, int(1000 * (t0 + j / cfg.rate - time.monotonic()))))  # >= 1 ms: no spin
         while load.sent:
             load.drain(10)
         offered = n / (time.monotonic() - t0)

@@ -199,6 +199,7 @@ class GlobalRadixTree:
             for w in worker_set(cur.workers):
                 self.worker_tokens[w] -= cur.length
             stack.extend(cur.children.values())
+            cur.children, cur.parent = {}, None  # no cycles left: reference counting frees it
 
     def _split(self, child: GlobalNode, at: int) -> GlobalNode:
         """Split ``child`` after ``at`` tokens; return the new upper node."""
