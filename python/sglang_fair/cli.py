@@ -1,8 +1,9 @@
 """The ``sglang-fair`` command line: one subcommand per module, each exposing ``register(subparsers)``.
 
 A subcommand module adds its parser and sets ``func`` (called with the parsed namespace, returning
-an exit code). Modules that need optional extras import them inside ``func``, so ``--help`` and the
-base commands work on the base install.
+an exit code); one that sets ``pass_through`` receives the arguments it does not know, in order,
+as ``sglang_args`` (``serve`` hands them to SGLang). Modules that need optional extras import them
+inside ``func``, so ``--help`` and the base commands work on the base install.
 """
 
 from __future__ import annotations
@@ -43,7 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # a subcommand that wraps another program (serve) takes the rest, in order
+        if not getattr(args, "pass_through", False):
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+        args.sglang_args = extra
     if not hasattr(args, "func"):
         parser.print_help()
         return 2

@@ -8,7 +8,6 @@ handed to SGLang's own parser unchanged, e.g.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from typing import Any
 
 from sglang_fair.core.flags import add_flags
@@ -21,33 +20,20 @@ EPILOG = (
 )
 
 
-class PassThroughParser(argparse.ArgumentParser):
-    """Parses the project's flags and keeps every other argument, in order, as ``sglang_args``."""
-
-    def parse_known_args(  # type: ignore[override]
-        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
-    ) -> tuple[argparse.Namespace, list[str]]:
-        ns, rest = super().parse_known_args(args, namespace)
-        ns.sglang_args = list(getattr(ns, "sglang_args", None) or []) + list(rest)
-        return ns, []
-
-
 def register(subparsers: Any) -> None:
-    """Add the ``serve`` subcommand."""
-    parser = PassThroughParser(
-        prog="sglang-fair serve", description=__doc__.splitlines()[0], epilog=EPILOG, allow_abbrev=False,
+    """Add the ``serve`` subcommand; ``pass_through`` makes the CLI hand unknown flags to SGLang."""
+    parser = subparsers.add_parser(
+        "serve", help="run SGLang's server with fair scheduling", description=__doc__.splitlines()[0],
+        epilog=EPILOG, allow_abbrev=False,
     )
     add_flags(parser, FairConfig)
-    parser.set_defaults(func=serve)
-    subparsers._name_parser_map["serve"] = parser
-    subparsers._choices_actions.append(
-        argparse.Action(option_strings=[], dest="serve", help="run SGLang's server with fair scheduling")
-    )
+    parser.set_defaults(func=serve, pass_through=True)
 
 
 def serve(args: argparse.Namespace) -> int:
     """Validate the project's flags, then run SGLang (imported only now)."""
-    values = {k: getattr(args, k) for k in vars(args) if k not in ("func", "command", "sglang_args")}
+    values = {k: getattr(args, k) for k in vars(args)
+              if k not in ("func", "command", "sglang_args", "pass_through")}
     config = build_config(values)
     from sglang_fair.sglang_plugin.launcher import run
 
