@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,3 +73,9 @@ class WorkloadConfig:
 def uniform_len(rng: random.Random, mean: int, spread: float = 0.5) -> int:
     """An integer length uniform in mean * [1 - spread, 1 + spread], at least 1."""
     return max(1, round(rng.uniform(mean * (1 - spread), mean * (1 + spread))))
+
+
+def warn_missing_data(path: Path, substitute: str) -> None:
+    """Say on stderr that a data set is absent and what stands in for it (results will differ)."""
+    logging.getLogger("sglang_fair.workloads").warning(
+        "data set not found at %s: using %s instead (--data-dir points at shared/data)", path, substitute)

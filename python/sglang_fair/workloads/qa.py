@@ -13,7 +13,7 @@ import json
 import random
 from dataclasses import dataclass
 
-from sglang_fair.workloads.config import WorkloadConfig, uniform_len
+from sglang_fair.workloads.config import WorkloadConfig, uniform_len, warn_missing_data
 from sglang_fair.workloads.program import Call, Program
 from sglang_fair.workloads.tokens import Tokenizer, random_tokens
 
@@ -45,6 +45,7 @@ def load_documents(config: WorkloadConfig, tok: Tokenizer, rng: random.Random) -
                 )
                 docs.append(Document(tuple(tok.encode(row["input"])), qs))
     if not docs:
+        warn_missing_data(config.data / "loogle", "seeded synthetic documents")
         for _ in range(10):
             qs = tuple((random_tokens(rng, uniform_len(rng, 20)), uniform_len(rng, 15)) for _ in range(8))
             docs.append(Document(random_tokens(rng, uniform_len(rng, 20000, 0.3)), qs))

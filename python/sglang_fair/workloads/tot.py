@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import random
 
-from sglang_fair.workloads.config import WorkloadConfig, uniform_len
+from sglang_fair.workloads.config import WorkloadConfig, uniform_len, warn_missing_data
 from sglang_fair.workloads.program import Call, OutputOf, Part, Program, PromptOf
 from sglang_fair.workloads.tokens import Tokenizer, random_tokens
 
@@ -29,6 +29,7 @@ def load_questions(config: WorkloadConfig, tok: Tokenizer, rng: random.Random) -
     if path.exists():
         with path.open() as f:
             return [tuple(tok.encode(json.loads(line)["question"])) for line in f if line.strip()]
+    warn_missing_data(path, "seeded synthetic questions")
     return [random_tokens(rng, uniform_len(rng, 50)) for _ in range(200)]
 
 
