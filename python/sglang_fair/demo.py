@@ -15,6 +15,7 @@ from sglang_fair.admission import ADMISSION_POLICIES, AdmissionConfig
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import require
 from sglang_fair.core.flags import add_flags, from_flags
+from sglang_fair.metrics.stats import percentile
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.backlog import BacklogRecorder
 from sglang_fair.sim.cluster import Cluster, ClusterConfig
@@ -34,8 +35,7 @@ class DemoConfig:
 
     def __post_init__(self) -> None:
         for name in self.policy_names():
-            require(name in ADMISSION_POLICIES,
-                    f"unknown admission policy {name!r}; known: {', '.join(ADMISSION_POLICIES.names())}")
+            ADMISSION_POLICIES.check(name)
         require(self.light_clients >= 1, "light_clients must be >= 1")
         require(self.heavy_requests >= 1 and self.light_requests >= 1, "request counts must be >= 1")
 
@@ -59,11 +59,6 @@ def build_workload(cfg: DemoConfig) -> list[SimRequest]:
     return out
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
-
-
 def run_policy(cfg: DemoConfig, policy: str) -> dict[str, float]:
     cost = CostModel()
     cluster = Cluster(ClusterConfig(capacity=cfg.capacity, max_running=cfg.max_running),
@@ -79,8 +74,8 @@ def run_policy(cfg: DemoConfig, policy: str) -> dict[str, float]:
         "prefill_tokens": float(sum(r.extend_tokens for r in done)),
         "service_per_step": sum(w.perceived.values()) / cluster.step,
         "cache_hit_rate": 1 - sum(r.extend_tokens for r in done) / input_tokens,
-        "light_p50_steps": percentile(light, 0.5),
-        "light_p99_steps": percentile(light, 0.99),
+        "light_p50_steps": percentile(light, 50),
+        "light_p99_steps": percentile(light, 99),
         "max_backlogged_diff": recorder.max_diff(),
     }
 

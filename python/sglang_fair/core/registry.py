@@ -28,14 +28,16 @@ class Registry(Generic[T]):
 
         return add
 
+    def check(self, name: str) -> None:
+        """Raise :class:`ConfigError`, listing the known names, unless ``name`` is registered."""
+        if name not in self._factories:
+            known = ", ".join(sorted(self._factories))
+            raise ConfigError(f"unknown {self.kind} policy {name!r}; known: {known}")
+
     def create(self, name: str, *args: object, **kwargs: object) -> T:
         """Build the policy registered as ``name``; unknown names list the known ones."""
-        try:
-            factory = self._factories[name]
-        except KeyError:
-            known = ", ".join(sorted(self._factories))
-            raise ConfigError(f"unknown {self.kind} policy {name!r}; known: {known}") from None
-        return factory(*args, **kwargs)
+        self.check(name)
+        return self._factories[name](*args, **kwargs)
 
     def names(self) -> list[str]:
         return sorted(self._factories)
