@@ -85,16 +85,28 @@ def max_backlogged_diff(
     for a_i, a in enumerate(clients):
         for b in clients[a_i + 1:]:
             wa, wb = weights.get(a, 1.0), weights.get(b, 1.0)
+            sa = list(series[a]) + [0.0] * (n - len(series[a]))
+            sb = list(series[b]) + [0.0] * (n - len(series[b]))
+            steps = ((busy[a][k] and busy[b][k], sa[k] / wa - sb[k] / wb) for k in range(n))
+            best = max(best, max_drift(steps))
+    return best
+
+
+def max_drift(steps: Iterable[tuple[bool, float]]) -> float:
+    """Largest |sum of increments| over a stretch of consecutive busy steps.
+
+    ``steps`` are (busy, increment) pairs, e.g. whether two clients were both backlogged during a
+    step and how much their (weighted) service difference grew in it. A step that is not busy ends
+    the stretch; the answer is the widest range the running sum covers within one stretch.
+    """
+    best = lo = hi = cum = 0.0
+    for busy, increment in steps:
+        if busy:
+            cum += increment
+            lo, hi = min(lo, cum), max(hi, cum)
+            best = max(best, hi - lo)
+        else:
             lo = hi = cum = 0.0
-            for k in range(n):
-                if busy[a][k] and busy[b][k]:
-                    sa = series[a][k] if k < len(series[a]) else 0.0
-                    sb = series[b][k] if k < len(series[b]) else 0.0
-                    cum += sa / wa - sb / wb
-                    lo, hi = min(lo, cum), max(hi, cum)
-                    best = max(best, hi - lo)
-                else:
-                    lo = hi = cum = 0.0
     return best
 
 

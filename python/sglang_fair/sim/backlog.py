@@ -15,6 +15,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING
 
 from sglang_fair.core.cost import CostModel
+from sglang_fair.metrics.stats import max_drift
 
 if TYPE_CHECKING:
     from sglang_fair.sim.cluster import Cluster
@@ -56,18 +57,13 @@ class BacklogRecorder:
         return max((self.pair_max_diff(f, g) for f, g in combinations(self.clients, 2)), default=0.0)
 
     def pair_max_diff(self, f: str, g: str) -> float:
-        best, lo, hi, in_run = 0.0, 0.0, 0.0, False
-        for k, start in enumerate(self.backlog_start):
-            if not (f in start and g in start):
-                in_run = False
-                continue
-            diff = self.service[k].get(f, 0.0) - self.service[k].get(g, 0.0)
-            if not in_run:
-                lo = hi = diff
-                in_run = True
-            best = max(best, diff - lo, hi - diff)
-            lo, hi = min(lo, diff), max(hi, diff)
-            after = self.backlog_after_admit[k] if k < len(self.backlog_after_admit) else frozenset()
-            if not (f in after and g in after):
-                in_run = False
-        return best
+        """Steps k..k+1 count as backlogged when both clients were at the start of k, after its
+        admission, and at the start of k + 1; the increment is the growth of W_f - W_g."""
+        starts, after, service = self.backlog_start, self.backlog_after_admit, self.service
+        steps = []
+        for k in range(len(starts) - 1):
+            both = {f, g} <= starts[k] and {f, g} <= after[k] and {f, g} <= starts[k + 1]
+            grow = (service[k + 1].get(f, 0.0) - service[k + 1].get(g, 0.0)
+                    - service[k].get(f, 0.0) + service[k].get(g, 0.0))
+            steps.append((both, grow))
+        return max_drift(steps)
