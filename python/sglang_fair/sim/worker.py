@@ -99,9 +99,6 @@ class EngineWorker:
     def idle(self) -> bool:
         return self.plan is None
 
-    def has_work(self) -> bool:
-        return bool(self.waiting or self.running or self.chunked)
-
     # ---- pool ----------------------------------------------------------------------------------
     def future_reservation(self) -> float:
         """KV the running requests are expected to need: ratio x their remaining output (SGLang)."""
