@@ -5,6 +5,9 @@ Decisions the paper leaves open, taken here:
   clear reason, not re-dispatched: the router cannot tell whether the worker had already streamed
   part of the answer, and running it again elsewhere could show the client two different partial
   answers or repeat side effects. Clients (and SGLang's own retry logic) can resubmit.
+- A worker counts as dead once it has been silent for ``heartbeat_timeout``: since its last message,
+  or, if it never sent one, since the router first sent it a request (a worker still starting, with
+  nothing to do, is not dead: SGLang loads every model before it takes requests).
 - A dead worker's queue size is reset and the global tree forgets what it cached; if it comes back
   (a heartbeat arrives), it starts as an empty worker.
 - A finished or aborted request charges w_q x the output tokens it produced to q[client][worker]
@@ -35,16 +38,18 @@ class InFlight:
 class RouterState:
     """Routing policy + requests in flight + worker liveness."""
 
-    def __init__(self, policy: RoutingPolicy, heartbeat_timeout: float, now: float) -> None:
+    def __init__(self, policy: RoutingPolicy, heartbeat_timeout: float) -> None:
         self.policy = policy
         self.heartbeat_timeout = heartbeat_timeout
         self.inflight: dict[str, InFlight] = {}
-        self.last_seen = [now] * len(policy.workers)
+        self.last_seen: list[float | None] = [None] * len(policy.workers)
         self.counts = {"dispatched": 0, "finished": 0, "failed": 0, "ignored_feedback": 0, "dropped": 0}
 
     def submit(self, msg: Submit, now: float) -> int:
         """Route ``msg``; raises NoWorkerError when every worker is dead."""
         worker = self.policy.route(msg)
+        if self.last_seen[worker] is None:
+            self.last_seen[worker] = now  # its silence counts from now on
         self.inflight[msg.rid] = InFlight(worker, msg.client, now)
         self.counts["dispatched"] += 1
         return worker
@@ -76,9 +81,10 @@ class RouterState:
         """Mark silent workers dead; return (rid, reason) for every request that must fail."""
         failed: list[tuple[str, str]] = []
         for worker in list(self.policy.alive):
-            silent = now - self.last_seen[worker]
-            if silent <= self.heartbeat_timeout:
+            seen = self.last_seen[worker]
+            if seen is None or now - seen <= self.heartbeat_timeout:
                 continue
+            silent = now - seen
             self.policy.mark_dead(worker)
             reason = f"worker {worker} stopped answering ({silent:.1f} s without a heartbeat)"
             lost = [rid for rid, e in self.inflight.items() if e.worker == worker]

@@ -11,7 +11,7 @@ from sglang_fair_router.state import RouterState
 
 def state(workers: int = 2, policy: str = "d2lpm") -> RouterState:
     return RouterState(make_routing_policy(RouterConfig(policy, num_workers=workers, quantum=100)),
-                       heartbeat_timeout=2.0, now=0.0)
+                       heartbeat_timeout=2.0)
 
 
 def submit(rid: str, client: str = "a", tokens: list[int] | None = None) -> fm.Submit:
@@ -59,12 +59,21 @@ def test_silent_worker_is_declared_dead_and_its_requests_fail() -> None:
     assert s.policy.alive == [0, 1]
 
 
+def test_a_worker_never_heard_from_is_dead_only_once_it_has_work() -> None:
+    s = state(workers=2, policy="round_robin")
+    assert s.check_liveness(now=100.0) == [] and s.policy.alive == [0, 1]  # still starting: fine
+    assert s.submit(submit("r1"), now=100.0) == 0  # its silence counts from here
+    assert s.check_liveness(now=101.0) == []
+    assert [rid for rid, _ in s.check_liveness(now=102.5)] == ["r1"] and s.policy.alive == [1]
+
+
 def test_all_workers_dead_raises_no_worker() -> None:
     import pytest
 
     from sglang_fair.routing import NoWorkerError
 
     s = state(workers=1)
+    s.feedback(wm.Heartbeat(0, 1), now=0.0)
     s.check_liveness(now=10.0)
     with pytest.raises(NoWorkerError):
         s.submit(submit("r1"), now=10.0)

@@ -10,13 +10,16 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sglang_fair.core.flags import add_flags
+from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.sglang_plugin.config import FairConfig, build_config
+from sglang_fair.sglang_plugin.router_link import ROUTER_METHODS, RouterFlags
 
 EPILOG = (
     "All other arguments are SGLang's (python -m sglang.launch_server --help), passed through "
     "unchanged; --schedule-policy also accepts dlpm and vtc (weighted with --client-weights or a "
-    "weight column in --client-keys)."
+    "weight column in --client-keys). With --dp-size N >= 2, --load-balance-method also accepts "
+    f"{', '.join(ROUTER_METHODS)}: the global router (sglang_fair_router) then routes every request; "
+    "the --router-* flags configure it."
 )
 
 
@@ -27,6 +30,7 @@ def register(subparsers: Any) -> None:
         epilog=EPILOG, allow_abbrev=False,
     )
     add_flags(parser, FairConfig)
+    add_flags(parser, RouterFlags)
     parser.set_defaults(func=serve, pass_through=True)
 
 
@@ -35,6 +39,7 @@ def serve(args: argparse.Namespace) -> int:
     values = {k: getattr(args, k) for k in vars(args)
               if k not in ("func", "command", "sglang_args", "pass_through")}
     config = build_config(values)
+    router_flags = from_flags(RouterFlags, args)
     from sglang_fair.sglang_plugin.launcher import run
 
-    return run(config, args.sglang_args)
+    return run(config, args.sglang_args, router_flags)

@@ -6,19 +6,23 @@ symbol, when a target or one of the parameters a hook relies on is missing from 
 
 from __future__ import annotations
 
+import contextlib
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_fair.sglang_plugin import http_hooks, scheduler_hooks
+from sglang_fair.sglang_plugin import controller_hooks, http_hooks, scheduler_hooks, worker_hooks
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES
+from sglang_fair.sglang_plugin.router_link import KV_EVENTS_PUBLISHER
 
 SGLANG_VERSION = "0.5.23"
 SCHEDULE_FIELDS = "sglang.srt.arg_groups.fields.schedule.Schedule"
 SERVER_ARGS = "sglang.srt.server_args.ServerArgs"
 M = "sglang.srt.managers."
 H = "sglang.srt.entrypoints.http_server."
+DPC = M + "data_parallel_controller.DataParallelController."
+KV_EVENTS = "sglang.srt.disaggregation.kv_events."
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,14 @@ HOOKS: tuple[Hook, ...] = (
     Hook(M + "tokenizer_manager.TokenizerManager.generate_request", "around",
          http_hooks.generate_request, ("self", "obj", "request")),
     Hook(M + "io_struct.GenerateReqInput.__getitem__", "after", http_hooks.batch_item, ("self", "i")),
+    # the global router (sglang-fair serve --dp-size N --load-balance-method d2lpm)
+    Hook(DPC + "init_dispatcher", "after", controller_hooks.init_dispatcher, ("self",)),
+    Hook(M + "scheduler_components.request_receiver.SchedulerRequestReceiver._pull_raw_reqs", "after",
+         worker_hooks.pull_raw_reqs, ("self",)),
+    Hook(M + "scheduler_components.output_streamer.SchedulerOutputStreamer.stream_output", "after",
+         worker_hooks.stream_output, ("self", "reqs")),
+    Hook(M + "scheduler.Scheduler.send_abort_output", "after", worker_hooks.send_abort_output,
+         ("self", "abort_req", "req")),
 )
 
 # Other SGLang names the hooks call or read (checked by the compatibility test too).
@@ -63,6 +75,20 @@ USED_NAMES: tuple[str, ...] = (
     H + "app",
     SCHEDULE_FIELDS,
     SERVER_ARGS,
+    M + "io_struct.AbortReq",
+    M + "io_struct.msgpack_encode",
+    M + "io_struct.msgpack_decode",
+    "sglang.srt.environ.envs.SGLANG_USE_PICKLE_IPC",
+    M + "io_struct.sock_send",
+    DPC + "dispatching_with_trace",
+    DPC + "round_robin_scheduler",
+    DPC + "maybe_external_dp_rank_routing",
+    DPC + "send_control_message",
+    "sglang.utils.TypeBasedDispatcher.add_fallback_fn",
+    KV_EVENTS + "EventPublisherFactory.register_publisher",
+    KV_EVENTS + "BlockStored",
+    KV_EVENTS + "BlockRemoved",
+    KV_EVENTS + "AllBlocksCleared",
 )
 
 
@@ -92,9 +118,13 @@ def extend_schedule_policy_choices(names: tuple[str, ...] = FAIR_POLICIES) -> li
 
 
 def register_hooks() -> None:
-    """Register :data:`HOOKS` with SGLang's ``HookRegistry`` (``load_plugins`` applies them)."""
+    """Register :data:`HOOKS` with SGLang's ``HookRegistry`` (``load_plugins`` applies them) and the
+    router's eviction feed as a KV-event publisher."""
+    from sglang.srt.disaggregation.kv_events import EventPublisherFactory
     from sglang.srt.plugins.hook_registry import HookRegistry, HookType
 
     kinds = {"before": HookType.BEFORE, "after": HookType.AFTER, "around": HookType.AROUND}
     for hook in HOOKS:
         HookRegistry.register(hook.target, hook.fn, kinds[hook.kind])
+    with contextlib.suppress(KeyError):  # registered by an earlier load_plugins() in this process
+        EventPublisherFactory.register_publisher(KV_EVENTS_PUBLISHER, worker_hooks.EvictionPublisher)

@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, config_from_env
+from sglang_fair.sglang_plugin.router_link import link_from_env
 from sglang_fair.sglang_plugin.identity import SCOPE_KEY, ClientIdentityMiddleware
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
 
@@ -33,9 +34,9 @@ async def fairness_endpoint() -> dict[str, Any]:
 
 
 def install_http(*args: Any, **kwargs: Any) -> None:
-    """BEFORE ``http_server.launch_server``: add ``/fairness`` and, when a fair policy or client keys
-    are configured, the identity middleware (so installing the package leaves SGLang's own
-    policies, and their use of ``routing_key``, untouched)."""
+    """BEFORE ``http_server.launch_server``: add ``/fairness`` and, when a fair policy, client keys
+    or the global router are configured, the identity middleware (so installing the package leaves
+    SGLang's own policies, and their use of ``routing_key``, untouched)."""
     from sglang.srt.entrypoints import http_server
 
     app = http_server.app
@@ -46,7 +47,7 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     config = config_from_env()
     app.add_api_route("/fairness", fairness_endpoint, methods=["GET"])
     app.state.sglang_fair_installed = True
-    if policy not in FAIR_POLICIES and not config.key_table.enabled:
+    if policy not in FAIR_POLICIES and not config.key_table.enabled and link_from_env() is None:
         return None
     app.add_middleware(
         ClientIdentityMiddleware, keys=config.key_table, header=config.client_header,

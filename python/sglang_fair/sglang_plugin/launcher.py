@@ -14,6 +14,8 @@ from typing import Any
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin import PLUGIN_NAME
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FAIR_POLICIES, FairConfig
+from sglang_fair.sglang_plugin.router_launch import RouterPlan, RouterProcess, check_router_args, plan_router
+from sglang_fair.sglang_plugin.router_link import RouterFlags
 
 
 def export_environment(config: FairConfig, sglang_args: Sequence[str]) -> None:
@@ -77,18 +79,28 @@ def _load_plugins_or_fail() -> None:
         )
 
 
-def run(config: FairConfig, sglang_args: Sequence[str]) -> int:
-    """Validate, export, load the plugin, parse SGLang's flags and serve until the server exits."""
-    export_environment(config, sglang_args)
+def run(config: FairConfig, sglang_args: Sequence[str], router_flags: RouterFlags | None = None) -> int:
+    """Validate, export, load the plugin, parse SGLang's flags, start the router if one is asked
+    for, and serve until the server exits."""
+    plan = plan_router(sglang_args)
+    export_environment(config, plan.sglang_args)
     _load_plugins_or_fail()
     from sglang.launch_server import run_server
     from sglang.srt.server_args import prepare_server_args
     from sglang.srt.utils import kill_process_tree
 
-    server_args = prepare_server_args(list(sglang_args))
+    server_args = prepare_server_args(plan.sglang_args)
     check_combination(config, server_args)
+    if plan.policy is not None and check_router_args(plan, server_args).policy is None:
+        server_args = prepare_server_args(list(sglang_args))  # one worker: SGLang's own round robin
+        plan = RouterPlan(None, list(sglang_args))
+    router = None
+    if plan.policy is not None:
+        router = RouterProcess(plan.policy, server_args.dp_size, router_flags or RouterFlags(), config)
     try:
         run_server(server_args)
     finally:
+        if router is not None:
+            router.stop()
         kill_process_tree(os.getpid(), include_parent=False)
     return 0

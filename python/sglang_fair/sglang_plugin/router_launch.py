@@ -1,0 +1,115 @@
+"""Start the global router next to SGLang when ``--load-balance-method`` names a routing policy.
+
+:func:`plan_router` rewrites SGLang's arguments before SGLang parses them (SGLang is told
+``round_robin`` and gets the eviction feed as its KV-event publisher); :func:`start_router` checks
+the parsed flags, exports the :class:`RouterLink` and starts ``sglang-fair router`` as a child process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_fair.core.errors import ConfigError
+from sglang_fair.sglang_plugin.config import FairConfig
+from sglang_fair.sglang_plugin.router_link import (
+    ENV_ROUTER,
+    KV_EVENTS_PUBLISHER,
+    ROUTER_METHODS,
+    SGLANG_METHODS,
+    RouterFlags,
+    RouterLink,
+    router_command,
+)
+
+LB_FLAG, KV_FLAG = "--load-balance-method", "--kv-events-config"
+KV_EVENTS = json.dumps({"publisher": KV_EVENTS_PUBLISHER, "endpoint": ""})
+
+
+@dataclass(frozen=True)
+class RouterPlan:
+    policy: str | None  # None: SGLang dispatches as usual
+    sglang_args: list[str]
+
+
+def _find(args: Sequence[str], flag: str) -> tuple[int, str] | None:
+    """(index of the value, value) of ``flag`` in ``args``."""
+    for i, arg in enumerate(args):
+        if arg == flag and i + 1 < len(args):
+            return i + 1, args[i + 1]
+        if arg.startswith(flag + "="):
+            return i, arg.split("=", 1)[1]
+    return None
+
+
+def plan_router(sglang_args: Sequence[str]) -> RouterPlan:
+    """Route through the router when ``--load-balance-method`` is one of :data:`ROUTER_METHODS`."""
+    args = list(sglang_args)
+    found = _find(args, LB_FLAG)
+    if found is None or found[1] not in ROUTER_METHODS:
+        return RouterPlan(None, args)
+    index, policy = found
+    if _find(args, KV_FLAG) is not None:
+        raise ConfigError(f"{LB_FLAG} {policy} feeds the router from SGLang's KV events: drop {KV_FLAG}")
+    args[index] = "round_robin" if args[index] == policy else f"{LB_FLAG}=round_robin"
+    return RouterPlan(policy, [*args, KV_FLAG, KV_EVENTS])
+
+
+def check_router_args(plan: RouterPlan, server_args: Any) -> RouterPlan:
+    """Refuse what the router cannot serve; with one worker, SGLang's own method stays."""
+    if plan.policy is None:
+        return plan
+    dp_size = int(getattr(server_args, "dp_size", 1) or 1)
+    if dp_size < 2:
+        if plan.policy in SGLANG_METHODS:
+            return RouterPlan(None, plan.sglang_args)
+        raise ConfigError(f"{LB_FLAG} {plan.policy} routes between data-parallel workers: "
+                          "needs --dp-size >= 2")
+    if getattr(server_args, "enable_dp_attention", False):
+        raise ConfigError(f"{LB_FLAG} {plan.policy} does not support --enable-dp-attention")
+    if (getattr(server_args, "nnodes", 1) or 1) > 1:
+        raise ConfigError(f"{LB_FLAG} {plan.policy} runs on one node (--nnodes 1)")
+    if getattr(server_args, "sleep_on_idle", False):
+        raise ConfigError(f"{LB_FLAG} {plan.policy} does not support --sleep-on-idle "
+                          "(an idle scheduler would not hear the router)")
+    return plan
+
+
+class RouterProcess:
+    """The router child process and its IPC directory; :meth:`stop` ends both."""
+
+    def __init__(self, policy: str, num_workers: int, flags: RouterFlags, config: FairConfig) -> None:
+        self.directory = tempfile.mkdtemp(prefix="sgl-fair-")
+        self.link = RouterLink(self.directory, num_workers, flags.router_heartbeat_interval)
+        os.environ[ENV_ROUTER] = self.link.to_env()
+        cost = ["--w-e", str(config.fair_w_e), "--w-q", str(config.fair_w_q)]
+        cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(self.link, policy, flags, cost)]
+        self.proc = subprocess.Popen(cmd)
+        self._wait_bound()
+
+    def _wait_bound(self, timeout: float = 30.0) -> None:
+        frontend = os.path.join(self.directory, "frontend")
+        deadline = time.monotonic() + timeout
+        while not os.path.exists(frontend):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise ConfigError(f"the router did not start (exit code {self.proc.returncode})")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        os.environ.pop(ENV_ROUTER, None)
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -1,0 +1,163 @@
+"""Inside each SGLang scheduler: the worker's side of the router <-> worker boundary.
+
+:class:`WorkerLink` binds the worker's inbox, turns the router's ``Dispatch`` into SGLang's own
+tokenized request (decoded as SGLang's receiver would) and ``Cancel`` into an ``AbortReq``, and sends
+the router ``Finished`` (streamed finish or abort), ``Evicted`` (from SGLang's KV cache events, via
+:class:`EvictionPublisher`) and a ``Heartbeat`` every ``heartbeat_interval`` seconds of the
+scheduler's loop, so a hung loop reads as a dead worker. Feedback never blocks the scheduler: when
+the router is gone, notices are dropped (and counted).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import zmq
+
+from sglang_fair.sglang_plugin.evictions import BlockIndex, Removal
+from sglang_fair.sglang_plugin.router_link import RouterLink, decode_payload, link_from_env
+from sglang_fair_router import worker_msgs as wm
+from sglang_fair_router.codec import MessageError, encode
+
+logger = logging.getLogger("sglang_fair")
+
+
+class WorkerLink:
+    """One scheduler's sockets to the router and the requests the router sent it (rid -> client)."""
+
+    def __init__(self, link: RouterLink, rank: int, clock: Any = time.monotonic) -> None:
+        self.rank, self.interval, self.clock = rank, link.heartbeat_interval, clock
+        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.inbox = context.socket(zmq.PULL)
+        self.inbox.bind(link.worker(rank))
+        self.feedback = context.socket(zmq.PUSH)
+        self.feedback.setsockopt(zmq.LINGER, 0)
+        self.feedback.connect(link.feedback)
+        self.clients: dict[str, str] = {}
+        self.seq = 0
+        self.next_beat = 0.0
+        self.dropped = 0
+
+    def poll(self, into: list[Any]) -> None:
+        """Append what the router sent since the last poll to ``into``; beat when due."""
+        while True:
+            try:
+                frames = self.inbox.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                break
+            try:
+                into.append(self._decode(frames))
+            except MessageError as err:
+                logger.warning("sglang-fair worker %d: dropped a message from the router: %s", self.rank, err)
+        now = self.clock()
+        if now >= self.next_beat:
+            self.next_beat = now + self.interval
+            self.seq += 1
+            self._send(wm.Heartbeat(worker=self.rank, seq=self.seq, running=len(self.clients)))
+
+    def _decode(self, frames: list[bytes]) -> Any:
+        from sglang.srt.managers.io_struct import AbortReq
+
+        msg = wm.decode_to_worker(frames[0])
+        if isinstance(msg, wm.Cancel):
+            return AbortReq(rid=msg.rid)
+        if len(frames) != 2:
+            raise MessageError(f"dispatch {msg.rid}: expected 2 frames, got {len(frames)}")
+        try:
+            req = decode_payload(frames[1])
+        except Exception as err:  # SGLang's decoder raises its own and msgspec's errors
+            raise MessageError(f"dispatch {msg.rid}: undecodable payload: {err}") from None
+        if getattr(req, "rid", None) != msg.rid:
+            raise MessageError(f"dispatch {msg.rid}: payload carries rid {getattr(req, 'rid', None)!r}")
+        self.clients[msg.rid] = msg.client
+        return req
+
+    def finished(self, req: Any, aborted: bool) -> None:
+        """``req`` left this worker: tell the router its output length (once per routed request)."""
+        client = self.clients.pop(str(req.rid), None)
+        if client is not None:
+            self._send(wm.Finished(worker=self.rank, rid=str(req.rid), client=client,
+                                   output_tokens=len(req.output_ids), aborted=aborted))
+
+    def evicted(self, removals: list[Removal]) -> None:
+        for tokens, start in removals:
+            self._send(wm.Evicted(worker=self.rank, tokens=tokens, start=start))
+
+    def _send(self, msg: wm.Finished | wm.Evicted | wm.Heartbeat) -> None:
+        try:
+            self.feedback.send(encode(msg), zmq.NOBLOCK)
+        except zmq.Again:
+            self.dropped += 1
+            if self.dropped in (1, 100, 10_000):
+                logger.warning("sglang-fair worker %d: router not reading; %d notices dropped",
+                               self.rank, self.dropped)
+
+
+_LINK: WorkerLink | None = None
+
+
+def worker_link(create: bool = True) -> WorkerLink | None:
+    """This scheduler's link (made on first use when a router runs and this is a DP rank's leader)."""
+    global _LINK
+    if _LINK is None and create:
+        from sglang.srt.runtime_context import get_parallel
+
+        link, rank = link_from_env(), get_parallel().dp_rank
+        if link is not None and rank is not None:
+            _LINK = WorkerLink(link, rank)
+    return _LINK
+
+
+def pull_raw_reqs(result: Any, *args: Any, **kwargs: Any) -> None:
+    """AFTER ``SchedulerRequestReceiver._pull_raw_reqs``: add the router's requests (leader rank)."""
+    if isinstance(result, list) and (link := worker_link()) is not None:
+        link.poll(result)
+
+
+def stream_output(_result: Any, self: Any, reqs: list[Any], *args: Any, **kwargs: Any) -> None:
+    """AFTER ``SchedulerOutputStreamer.stream_output``: finished requests go back as ``Finished``."""
+    link = worker_link(create=False)
+    if link is not None and link.clients:
+        for req in reqs:
+            if req.finished():
+                link.finished(req, aborted=False)
+
+
+def send_abort_output(_result: Any, self: Any, abort_req: Any, req: Any, *args: Any, **kwargs: Any) -> None:
+    """AFTER ``Scheduler.send_abort_output``: a request ended outside the stream (aborted while queued)."""
+    link = worker_link(create=False)
+    if link is not None:
+        link.finished(req, aborted=True)
+
+
+class EvictionPublisher:
+    """SGLang KV-event publisher (``--kv-events-config '{"publisher": "sglang_fair"}'``) that turns
+    removed pages into ``Evicted`` notices for the router."""
+
+    def __init__(self, attn_dp_rank: int = 0, **_config: Any) -> None:
+        self.index = BlockIndex()
+
+    def publish(self, batch: Any) -> None:
+        removals: list[Removal] = []
+        for event in batch.events:
+            if getattr(event, "medium", None) == "CPU":
+                continue  # host-memory tier: routing follows what the device holds
+            kind = type(event).__name__
+            if kind == "BlockStored":
+                self.index.stored(event.block_hashes, event.parent_block_hash, event.token_ids,
+                                  event.block_size)
+            elif kind == "BlockRemoved":
+                removals += self.index.removed(event.block_hashes)
+            elif kind == "AllBlocksCleared":
+                removals += self.index.cleared()
+        link = worker_link()
+        if removals and link is not None:
+            link.evicted(removals)
+
+    def shutdown(self) -> None:
+        return
+
+    def describe_local_source(self, block_size: int) -> None:
+        return None
