@@ -22,7 +22,7 @@ def main(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     service = RouterService(service_cfg, make_routing_policy(routing))
     if service_cfg.http_port:
-        serve_state(service_cfg.http_port, lambda: service.snapshot)
+        serve_state(service_cfg.http_port, lambda: service.snapshot, service_cfg.http_host)
     signal.signal(signal.SIGTERM, lambda *_: service.stop())
     logging.getLogger("sglang_fair.router").info(
         "routing with %s over %d workers", routing.policy, routing.num_workers)

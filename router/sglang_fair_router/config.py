@@ -15,6 +15,7 @@ class ServiceConfig:
     workers: str = field(default="", metadata={"help": "comma-separated worker endpoints (they bind PULL)"})
     heartbeat_timeout: float = field(default=3.0, metadata={"help": "seconds of silence = worker dead"})
     http_port: int = field(default=0, metadata={"help": "port of /state and /metrics (0: off)"})
+    http_host: str = field(default="127.0.0.1", metadata={"help": "address /state and /metrics bind to"})
 
     def __post_init__(self) -> None:
         require(bool(self.worker_endpoints()), "at least one worker endpoint is needed (--workers)")

@@ -32,8 +32,9 @@ def prometheus_text(snap: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def serve_state(port: int, snapshot: Callable[[], dict[str, Any]]) -> ThreadingHTTPServer:
-    """Start the view on 127.0.0.1:``port`` in a daemon thread; returns the server (``.shutdown()``)."""
+def serve_state(port: int, snapshot: Callable[[], dict[str, Any]],
+                host: str = "127.0.0.1") -> ThreadingHTTPServer:
+    """Start the view on ``host``:``port`` in a daemon thread; returns the server (``.shutdown()``)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -53,6 +54,6 @@ def serve_state(port: int, snapshot: Callable[[], dict[str, Any]]) -> ThreadingH
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server = ThreadingHTTPServer((host, port), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server

@@ -43,7 +43,8 @@ class RouterState:
         self.heartbeat_timeout = heartbeat_timeout
         self.inflight: dict[str, InFlight] = {}
         self.last_seen: list[float | None] = [None] * len(policy.workers)
-        self.counts = {"dispatched": 0, "finished": 0, "failed": 0, "ignored_feedback": 0, "dropped": 0}
+        self.counts = {"dispatched": 0, "finished": 0, "failed": 0, "evicted": 0, "ignored_feedback": 0,
+                       "dropped": 0}
 
     def submit(self, msg: Submit, now: float) -> int:
         """Route ``msg``; raises NoWorkerError when every worker is dead."""
@@ -76,6 +77,7 @@ class RouterState:
             self.counts["finished"] += 1
         elif isinstance(msg, Evicted):
             self.policy.on_evict(msg.worker, msg.tokens, min(msg.start, len(msg.tokens) // WIDTH))
+            self.counts["evicted"] += 1
 
     def check_liveness(self, now: float) -> list[tuple[str, str]]:
         """Mark silent workers dead; return (rid, reason) for every request that must fail."""

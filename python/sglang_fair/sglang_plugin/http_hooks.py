@@ -6,9 +6,9 @@ import logging
 from typing import Any
 
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, config_from_env
-from sglang_fair.sglang_plugin.router_link import link_from_env
 from sglang_fair.sglang_plugin.identity import SCOPE_KEY, ClientIdentityMiddleware
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
+from sglang_fair.sglang_plugin.router_link import link_from_env
 
 logger = logging.getLogger("sglang_fair")
 _warmup = {"open": False}

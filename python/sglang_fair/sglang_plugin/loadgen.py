@@ -38,6 +38,7 @@ class Outcome:
     cached_tokens: int = 0
     completion_tokens: int = 0
     status: int = 0
+    dp_rank: int | None = None  # the data-parallel worker that answered (SGLang's meta_info)
 
 
 @dataclass
@@ -84,6 +85,7 @@ def generate(url: str, headers: dict[str, str], text: str, max_tokens: int, time
     out.prompt_tokens = int(meta.get("prompt_tokens", 0))
     out.cached_tokens = int(meta.get("cached_tokens", 0))
     out.completion_tokens = int(meta.get("completion_tokens", 0))
+    out.dp_rank = meta.get("dp_rank")
     return out
 
 
@@ -106,7 +108,7 @@ def run_load(url: str, specs: list[ClientSpec], duration: float) -> tuple[dict[s
             if time.monotonic() <= end:
                 outcome.latency, outcome.status = got.latency, got.status
                 outcome.prompt_tokens, outcome.cached_tokens = got.prompt_tokens, got.cached_tokens
-                outcome.completion_tokens = got.completion_tokens
+                outcome.completion_tokens, outcome.dp_rank = got.completion_tokens, got.dp_rank
 
     threads = [
         threading.Thread(target=worker, args=(s,), daemon=True) for s in specs for _ in range(s.concurrency)

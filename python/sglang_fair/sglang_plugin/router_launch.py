@@ -1,18 +1,21 @@
 """Start the global router next to SGLang when ``--load-balance-method`` names a routing policy.
 
 :func:`plan_router` rewrites SGLang's arguments before SGLang parses them (SGLang is told
-``round_robin`` and gets the eviction feed as its KV-event publisher); :func:`start_router` checks
-the parsed flags, exports the :class:`RouterLink` and starts ``sglang-fair router`` as a child process.
+``round_robin`` and gets the eviction feed as its KV-event publisher); :func:`check_router_args`
+checks the parsed flags; :class:`RouterProcess` exports the :class:`RouterLink` and runs
+``sglang-fair router`` as a child process, started again if it exits while SGLang serves.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +33,7 @@ from sglang_fair.sglang_plugin.router_link import (
     router_command,
 )
 
+logger = logging.getLogger("sglang_fair")
 LB_FLAG, KV_FLAG = "--load-balance-method", "--kv-events-config"
 KV_EVENTS = json.dumps({"publisher": KV_EVENTS_PUBLISHER, "endpoint": ""})
 
@@ -84,16 +88,20 @@ def check_router_args(plan: RouterPlan, server_args: Any) -> RouterPlan:
 
 
 class RouterProcess:
-    """The router child process and its IPC directory; :meth:`stop` ends both."""
+    """The router child process and its IPC directory. A router that exits while SGLang serves is
+    started again (its state starts empty, as a restart's does); :meth:`stop` ends both."""
 
     def __init__(self, policy: str, num_workers: int, flags: RouterFlags, config: FairConfig) -> None:
         self.directory = tempfile.mkdtemp(prefix="sgl-fair-")
         self.link = RouterLink(self.directory, num_workers, flags.router_heartbeat_interval)
         os.environ[ENV_ROUTER] = self.link.to_env()
         cost = ["--w-e", str(config.fair_w_e), "--w-q", str(config.fair_w_q)]
-        cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(self.link, policy, flags, cost)]
-        self.proc = subprocess.Popen(cmd)
+        self.cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(self.link, policy, flags, cost)]
+        self.stopping = threading.Event()
+        self.restarts = 0
+        self.proc = subprocess.Popen(self.cmd)
         self._wait_bound()
+        threading.Thread(target=self._supervise, name="sglang-fair-router", daemon=True).start()
 
     def _wait_bound(self, timeout: float = 30.0) -> None:
         frontend = os.path.join(self.directory, "frontend")
@@ -104,7 +112,18 @@ class RouterProcess:
                 raise ConfigError(f"the router did not start (exit code {self.proc.returncode})")
             time.sleep(0.05)
 
+    def _supervise(self, poll_s: float = 0.5) -> None:
+        while not self.stopping.wait(poll_s):
+            code = self.proc.poll()
+            if code is None or self.stopping.is_set():
+                continue
+            self.restarts += 1
+            logger.warning("sglang-fair: the router exited with code %s; starting it again (restart %d)",
+                           code, self.restarts)
+            self.proc = subprocess.Popen(self.cmd)
+
     def stop(self) -> None:
+        self.stopping.set()
         if self.proc.poll() is None:
             self.proc.terminate()
             try:

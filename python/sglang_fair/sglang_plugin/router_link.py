@@ -35,6 +35,7 @@ class RouterFlags:
     router_heartbeat_timeout: float = field(
         default=3.0, metadata={"help": "seconds without a heartbeat before a worker counts as dead"})
     router_http_port: int = field(default=0, metadata={"help": "router's /state and /metrics port (0: off)"})
+    router_http_host: str = field(default="127.0.0.1", metadata={"help": "address the router's port binds"})
     router_max_tree_tokens: int = field(default=1 << 26, metadata={"help": "bound of the global tree"})
 
     def __post_init__(self) -> None:
@@ -90,7 +91,7 @@ def encode_payload(req: Any) -> bytes:
 
     if envs.SGLANG_USE_PICKLE_IPC.get():
         return pickle.dumps(req, protocol=pickle.HIGHEST_PROTOCOL)
-    return msgpack_encode(req)
+    return bytes(msgpack_encode(req))
 
 
 def decode_payload(frame: bytes) -> Any:
@@ -99,7 +100,7 @@ def decode_payload(frame: bytes) -> Any:
     from sglang.srt.managers.io_struct import msgpack_decode
 
     if envs.SGLANG_USE_PICKLE_IPC.get():
-        return pickle.loads(frame)  # noqa: S301 - SGLang's own IPC format, from a local process
+        return pickle.loads(frame)
     return msgpack_decode(frame)
 
 
@@ -116,5 +117,5 @@ def router_command(link: RouterLink, policy: str, flags: RouterFlags, cost_flags
         "--feedback", link.feedback, "--workers", ",".join(link.workers()),
         "--quantum", str(flags.router_quantum), "--max-tree-tokens", str(flags.router_max_tree_tokens),
         "--heartbeat-timeout", str(flags.router_heartbeat_timeout),
-        "--http-port", str(flags.router_http_port), *cost_flags,
+        "--http-port", str(flags.router_http_port), "--http-host", flags.router_http_host, *cost_flags,
     ]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -64,19 +64,30 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 
 @contextmanager
 def running_server(
-    model: Path, args: Sequence[str], log: Path, timeout: float = 240.0
+    model: Path, args: Sequence[str], log: Path, timeout: float = 240.0, dp_size: int = 1,
+    started: Callable[[subprocess.Popen[bytes]], None] | None = None,
 ) -> Iterator[str]:
-    """Run ``python -m sglang_fair.launch_server`` with ``args``; yield its base URL."""
+    """Run ``python -m sglang_fair.launch_server`` with ``args``; yield its base URL.
+
+    With ``dp_size`` > 1 the workers get one core each (``SGLANG_CPU_OMP_THREADS_BIND``; without
+    it SGLang's CPU engine asserts one NUMA node per rank)."""
     port = free_port()
     cmd = [sys.executable, "-m", "sglang_fair.launch_server", "--model-path", str(model),
            *CPU_FLAGS, "--port", str(port), *args]
+    if dp_size > 1:
+        cmd += ["--dp-size", str(dp_size)]
     # One OpenMP thread: on a small shared CPU, spinning OpenMP threads of an oversubscribed
     # torch stalled the tiny model for seconds at a time (measured: 13 vs 345 tokens/s).
     env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1")
     env.setdefault("OMP_NUM_THREADS", "1")
+    if dp_size > 1:
+        cores = os.cpu_count() or 1
+        env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", "|".join(str(r % cores) for r in range(dp_size)))
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
+    if started is not None:
+        started(proc)
     try:
         wait_ready(url, proc, timeout)
         yield url

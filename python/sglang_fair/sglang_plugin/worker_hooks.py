@@ -22,6 +22,7 @@ from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import MessageError, encode
 
 logger = logging.getLogger("sglang_fair")
+DEVICE_TIER = (None, "GPU")  # SGLang's StorageMedium of the device cache ("GPU" on CPU devices too)
 
 
 class WorkerLink:
@@ -142,8 +143,8 @@ class EvictionPublisher:
     def publish(self, batch: Any) -> None:
         removals: list[Removal] = []
         for event in batch.events:
-            if getattr(event, "medium", None) == "CPU":
-                continue  # host-memory tier: routing follows what the device holds
+            if getattr(event, "medium", None) not in DEVICE_TIER:
+                continue  # host memory, disk, remote tiers: routing follows what the device holds
             kind = type(event).__name__
             if kind == "BlockStored":
                 self.index.stored(event.block_hashes, event.parent_block_hash, event.token_ids,

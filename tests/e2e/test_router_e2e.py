@@ -1,0 +1,143 @@
+"""The global router in front of SGLang's two data-parallel CPU workers, over real HTTP and ZMQ.
+
+Round robin + LPM and D²LPM + DLPM (both routed by ``sglang_fair_router``) run the same workload
+(:mod:`sglang_fair.sglang_plugin.dp_scenario`: one client's shared-prefix programs, two light
+clients) for the same window; then one worker of the D²LPM server is killed mid-load.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sglang_fair.sglang_plugin.dp_scenario import DPSummary, DPWorkload, run_dp_scenario
+from sglang_fair.sglang_plugin.loadgen import Outcome, generate
+from sglang_fair.sglang_plugin.scenario import words
+from sglang_fair.sglang_plugin.testing import free_port, get_json, running_server
+
+pytestmark = pytest.mark.e2e
+
+WINDOW_S = 20.0
+SERVER = ("--max-running-requests", "8", "--max-total-tokens", "4500")  # 4 of the 5 programs' prefixes
+# Q^w large enough that the heavy client's programs stay where they are cached for the whole window
+# (dispatch charges every input token: at the default 16384 it would move every ~16 requests).
+D2LPM = ("--load-balance-method", "d2lpm", "--router-quantum", "262144",
+         "--schedule-policy", "dlpm", "--fair-quantum", "256")
+
+
+@pytest.fixture(scope="module")
+def round_robin(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> DPSummary:
+    args = ("--load-balance-method", "round_robin", "--schedule-policy", "lpm", *SERVER)
+    log = tmp_path_factory.mktemp("rr") / "server.log"
+    with running_server(tiny_model, args, log, dp_size=2) as url:
+        return run_dp_scenario(url, DPWorkload(), WINDOW_S)
+
+
+@pytest.fixture(scope="module")
+def d2lpm(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory,
+          round_robin: DPSummary) -> Iterator[dict[str, Any]]:
+    router_port = free_port()
+    args = (*D2LPM, *SERVER, "--router-http-port", str(router_port))
+    procs: list[Any] = []
+    log = tmp_path_factory.mktemp("d2lpm") / "server.log"
+    with running_server(tiny_model, args, log, dp_size=2, started=procs.append) as url:
+        summary = run_dp_scenario(url, DPWorkload(), WINDOW_S)
+        print("\nround_robin+lpm", json.dumps(round_robin.row()), "\nd2lpm+dlpm", json.dumps(summary.row()))
+        router = f"http://127.0.0.1:{router_port}"
+        yield {"url": url, "router": router, "summary": summary, "server": procs[0],
+               "state": drained_state(router)}
+
+
+def drained_state(router: str, timeout: float = 90.0) -> dict[str, Any]:
+    """The router's /state once nothing is in flight (the window's tail has finished)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        state: dict[str, Any] = get_json(router + "/state")
+        if state["inflight"] == 0 or time.monotonic() > deadline:
+            return state
+        time.sleep(0.5)
+
+
+def test_d2lpm_keeps_each_program_on_one_worker(round_robin: DPSummary, d2lpm: dict[str, Any]) -> None:
+    ours: DPSummary = d2lpm["summary"]
+    assert ours.locality >= 0.9 and ours.locality > round_robin.locality, (ours.row(), round_robin.row())
+
+
+def test_light_clients_wait_less_and_service_is_fairer(round_robin: DPSummary, d2lpm: dict[str, Any]) -> None:
+    ours: DPSummary = d2lpm["summary"]
+    assert ours.light_p99 <= 0.5 * round_robin.light_p99, (ours.row(), round_robin.row())
+    light = [c for c in ours.done if c.startswith("light")]
+    assert sum(ours.done[c] for c in light) >= 2 * sum(round_robin.done[c] for c in light)
+    assert ours.jain >= round_robin.jain, (ours.row(), round_robin.row())
+
+
+def test_per_worker_cache_hit_rates_hold(round_robin: DPSummary, d2lpm: dict[str, Any]) -> None:
+    ours: DPSummary = d2lpm["summary"]
+    assert sorted(ours.hit_rate_per_worker) == [0, 1]
+    assert min(ours.hit_rate_per_worker.values()) >= min(round_robin.hit_rate_per_worker.values()) - 0.05
+
+
+def test_router_state_after_the_run(d2lpm: dict[str, Any]) -> None:
+    state = d2lpm["state"]
+    counts = state["counts"]
+    assert state["policy"] == "d2lpm" and state["inflight"] == 0
+    assert counts["dispatched"] == counts["finished"] > 0 and counts["failed"] == counts["dropped"] == 0
+    assert counts["evicted"] > 0 and state["tree_tokens"] > 0  # the KV-event feed reached the router
+    assert {"heavy", "light-1", "light-2"} <= set(state["deficits"])
+    assert [w["alive"] for w in state["workers"]] == [True, True]
+    assert all(w["queue"] == 0 for w in state["workers"])
+    import urllib.request
+
+    with urllib.request.urlopen(d2lpm["router"] + "/metrics", timeout=10) as resp:
+        assert b"sglang_fair_router_" in resp.read()
+
+
+def children(server: Any, needle: str) -> list[Any]:
+    import psutil
+
+    return [p for p in psutil.Process(server.pid).children(recursive=True) if needle in " ".join(p.cmdline())]
+
+
+def test_a_killed_router_is_restarted_empty_and_serving_goes_on(d2lpm: dict[str, Any]) -> None:
+    (router,) = children(d2lpm["server"], "sglang_fair.cli router")
+    router.send_signal(signal.SIGKILL)
+    router.wait(10)
+    deadline = time.monotonic() + 20
+    while not children(d2lpm["server"], "sglang_fair.cli router") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    done = generate(d2lpm["url"], {"X-Client-Id": "after-restart"}, words(70_000, 50), 8, timeout=60)
+    assert done.status == 200
+    time.sleep(1.0)  # the router refreshes /state every 0.5 s
+    state = get_json(d2lpm["router"] + "/state")
+    assert state["counts"]["dispatched"] == state["counts"]["finished"] == 1  # a fresh state
+    assert list(state["deficits"]) == ["after-restart"]
+
+
+def test_killing_a_worker_mid_run_fails_its_requests_and_serving_goes_on(d2lpm: dict[str, Any]) -> None:
+    url, outcomes = d2lpm["url"], [Outcome(sent=0.0) for _ in range(24)]
+
+    def send(i: int) -> None:
+        outcomes[i] = generate(url, {"X-Client-Id": f"k{i % 4}"}, words(50_000 + i, 200), 64, timeout=120)
+
+    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(len(outcomes))]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    (scheduler,) = children(d2lpm["server"], "scheduler_DP1")
+    scheduler.send_signal(signal.SIGKILL)
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads), "a request hung after its worker died"
+    statuses = sorted(o.status for o in outcomes)
+    assert set(statuses) <= {200, 503} and 503 in statuses and 200 in statuses, statuses
+    after = generate(url, {"X-Client-Id": "after"}, words(60_000, 50), 8, timeout=60)
+    assert after.status == 200 and after.dp_rank == 0
+    state = get_json(d2lpm["router"] + "/state")
+    assert [w["alive"] for w in state["workers"]] == [True, False] and state["counts"]["failed"] >= 1

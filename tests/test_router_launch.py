@@ -1,0 +1,88 @@
+"""``sglang-fair serve --load-balance-method POLICY``: the argument plan, the checks, the router command."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from sglang_fair.cli import build_parser
+from sglang_fair.core.errors import ConfigError
+from sglang_fair.sglang_plugin.router_launch import KV_EVENTS, check_router_args, plan_router
+from sglang_fair.sglang_plugin.router_link import (
+    ENV_ROUTER,
+    ROUTER_METHODS,
+    RouterFlags,
+    RouterLink,
+    link_from_env,
+    router_command,
+)
+
+
+def test_router_methods_are_the_core_routing_policies() -> None:
+    assert set(ROUTER_METHODS) == {"d2lpm", "round_robin", "shortest_queue", "client_rr", "cache_aware",
+                                   "preble"}
+
+
+@pytest.mark.parametrize("form", [["--load-balance-method", "d2lpm"], ["--load-balance-method=d2lpm"]])
+def test_a_router_method_becomes_round_robin_plus_the_eviction_feed(form: list[str]) -> None:
+    plan = plan_router(["--model-path", "m", *form, "--dp-size", "2"])
+    assert plan.policy == "d2lpm"
+    assert "d2lpm" not in " ".join(plan.sglang_args)
+    assert plan.sglang_args[-2:] == ["--kv-events-config", KV_EVENTS]
+    assert json.loads(KV_EVENTS) == {"publisher": "sglang_fair", "endpoint": ""}
+
+
+def test_sglang_methods_and_no_method_pass_through_untouched() -> None:
+    for args in (["--dp-size", "2"], ["--load-balance-method", "total_tokens", "--dp-size", "2"]):
+        plan = plan_router(args)
+        assert plan.policy is None and plan.sglang_args == args
+
+
+def test_own_kv_events_config_conflicts_with_the_router() -> None:
+    with pytest.raises(ConfigError, match="drop --kv-events-config"):
+        plan_router(["--load-balance-method", "d2lpm", "--kv-events-config", "{}"])
+
+
+def test_checks_on_the_parsed_sglang_flags() -> None:
+    plan = plan_router(["--load-balance-method", "d2lpm"])
+    ok = SimpleNamespace(dp_size=2, enable_dp_attention=False, nnodes=1, sleep_on_idle=False)
+    assert check_router_args(plan, ok) == plan
+    with pytest.raises(ConfigError, match="needs --dp-size >= 2"):
+        check_router_args(plan, SimpleNamespace(dp_size=1))
+    assert check_router_args(plan_router(["--load-balance-method", "round_robin"]),
+                             SimpleNamespace(dp_size=1)).policy is None  # SGLang's own, one worker
+    for bad, words in (({"enable_dp_attention": True}, "dp-attention"), ({"nnodes": 2}, "one node"),
+                       ({"sleep_on_idle": True}, "sleep-on-idle")):
+        with pytest.raises(ConfigError, match=words):
+            check_router_args(plan, SimpleNamespace(**{**vars(ok), **bad}))
+
+
+def test_router_flags_are_validated() -> None:
+    with pytest.raises(ConfigError, match="router-quantum"):
+        RouterFlags(router_quantum=0)
+    with pytest.raises(ConfigError, match="heartbeat"):
+        RouterFlags(router_heartbeat_interval=5.0, router_heartbeat_timeout=3.0)
+
+
+def test_link_round_trips_through_the_environment() -> None:
+    link = RouterLink("/tmp/x", 3, 0.25)
+    assert link_from_env({ENV_ROUTER: link.to_env()}) == link and link_from_env({}) is None
+    assert link.workers() == ["ipc:///tmp/x/worker-0", "ipc:///tmp/x/worker-1", "ipc:///tmp/x/worker-2"]
+
+
+def test_router_command_is_accepted_by_the_router_cli() -> None:
+    link = RouterLink("/tmp/x", 2)
+    flags = RouterFlags(router_quantum=123.0, router_heartbeat_timeout=4.0, router_http_port=8111)
+    args = build_parser().parse_args(router_command(link, "preble", flags, ["--w-e", "1.5", "--w-q", "3"]))
+    assert (args.policy, args.quantum, args.heartbeat_timeout, args.http_port) == ("preble", 123.0, 4.0, 8111)
+    assert args.workers == ",".join(link.workers()) and args.feedback == link.feedback
+    assert (args.w_e, args.w_q, args.http_host) == (1.5, 3.0, "127.0.0.1")
+
+
+def test_serve_help_lists_router_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    out = capsys.readouterr().out
+    assert "--router-quantum" in out and "--router-heartbeat-timeout" in out and "d2lpm" in out
