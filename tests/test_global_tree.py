@@ -52,9 +52,11 @@ def test_global_tree_matches_reference(operations: list[tuple[str, list[int], in
     ref: Ref = {}
     for op, seq, worker, start in operations:
         if op == "insert":
+            held = next((i for i in range(len(seq)) if worker not in ref.get(tuple(seq[: i + 1]), ())),
+                        len(seq))
             for i in range(1, len(seq) + 1):
                 ref.setdefault(tuple(seq[:i]), set()).add(worker)
-            tree.insert(seq, worker)
+            assert tree.insert(seq, worker) == held
         elif op == "remove":
             start = min(start, len(seq))
             gone = tuple(seq[: start + 1])  # the first position the worker no longer holds

@@ -19,12 +19,15 @@ def prometheus_text(snap: dict[str, Any]) -> str:
     ]
     lines += [f'sglang_fair_router_events_total{{event="{k}"}} {v}' for k, v in snap["counts"].items()]
     lines += ["# TYPE sglang_fair_router_worker_queue gauge", "# TYPE sglang_fair_router_worker_alive gauge",
-              "# TYPE sglang_fair_router_worker_cached_tokens gauge"]
+              "# TYPE sglang_fair_router_worker_cached_tokens gauge",
+              "# TYPE sglang_fair_router_worker_hit_estimate gauge"]
     for w in snap["workers"]:
         label = f'worker="{w["worker"]}"'
         lines += [f"sglang_fair_router_worker_queue{{{label}}} {w['queue']}",
                   f"sglang_fair_router_worker_alive{{{label}}} {int(w['alive'])}",
                   f"sglang_fair_router_worker_cached_tokens{{{label}}} {w['cached_tokens_estimate']}"]
+        if w["hit_estimate"] is not None:
+            lines.append(f"sglang_fair_router_worker_hit_estimate{{{label}}} {w['hit_estimate']:.4f}")
     lines.append("# TYPE sglang_fair_router_deficit gauge")
     for client, q in snap["deficits"].items():
         name = json.dumps(client)

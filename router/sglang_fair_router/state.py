@@ -108,7 +108,7 @@ class RouterState:
             "counts": dict(self.counts),
             "workers": [
                 {"worker": w, "alive": w in policy.alive, "queue": policy.queue[w],
-                 "cached_tokens_estimate": tree.worker_tokens[w]}
+                 "cached_tokens_estimate": tree.worker_tokens[w], "hit_estimate": policy.hit_estimate(w)}
                 for w in policy.workers
             ],
             "deficits": {client: list(q) for client, q in deficits.items()},

@@ -92,7 +92,7 @@ def test_router_state_after_the_run(d2lpm: dict[str, Any]) -> None:
     assert counts["evicted"] > 0 and state["tree_tokens"] > 0  # the KV-event feed reached the router
     assert {"heavy", "light-1", "light-2"} <= set(state["deficits"])
     assert [w["alive"] for w in state["workers"]] == [True, True]
-    assert all(w["queue"] == 0 for w in state["workers"])
+    assert all(w["queue"] == 0 and w["hit_estimate"] > 0.5 for w in state["workers"]), state["workers"]
     import urllib.request
 
     with urllib.request.urlopen(d2lpm["router"] + "/metrics", timeout=10) as resp:

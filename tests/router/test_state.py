@@ -85,4 +85,7 @@ def test_snapshot_shows_tree_queues_and_counters() -> None:
     snap = s.snapshot()
     assert snap["policy"] == "d2lpm" and snap["tree_tokens"] == 40 and snap["inflight"] == 1
     assert [w["queue"] for w in snap["workers"]] == [1, 0]
+    assert [w["hit_estimate"] for w in snap["workers"]] == [0.0, None]
+    s.submit(submit("r2", "alice", [1] * 40 + [2] * 10), now=0.1)  # 40 of its 50 tokens are there
+    assert s.snapshot()["workers"][0]["hit_estimate"] == 40 / 90
     assert snap["deficits"]["alice"] == [60.0, 100.0]

@@ -115,11 +115,12 @@ class GlobalRadixTree:
             node = child
         return off // WIDTH, worker_set(mask)
 
-    def insert(self, tokens: TokenKey, worker: int) -> None:
-        """Record that ``worker`` now holds ``tokens`` (and so every prefix of it)."""
+    def insert(self, tokens: TokenKey, worker: int) -> int:
+        """Record that ``worker`` now holds ``tokens`` (and so every prefix of it); return how many
+        leading tokens it was already recorded as holding."""
         require(worker >= 0, f"worker index must be >= 0, got {worker}")
         toks, bit, now = pack_tokens(tokens), 1 << worker, next(self._clock)
-        node, off = self.root, 0
+        node, off, held, holding = self.root, 0, 0, True
         while off < len(toks):
             child = node.children.get(toks[off : off + WIDTH])
             if child is None:
@@ -134,12 +135,16 @@ class GlobalRadixTree:
             if common < child.length:
                 child = self._split(child, common)
             if not child.workers & bit:
+                holding = False
                 self.worker_tokens[worker] += child.length
+            elif holding:
+                held += common
             child.workers |= bit
             child.last_access = now
             node, off = child, off + common * WIDTH
         if self.tokens > self.max_tokens:  # prune to 90% so pruning is amortized, not per insert
             self._prune(self.tokens - self.max_tokens * 9 // 10)
+        return held
 
     def remove(self, tokens: TokenKey, worker: int, start: int = 0) -> None:
         """Record that ``worker`` no longer holds ``tokens[start:]`` nor anything extending it."""

@@ -26,7 +26,7 @@ from typing import ClassVar, Protocol
 
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import require
-from sglang_fair.core.global_tree import GlobalRadixTree, TokenKey
+from sglang_fair.core.global_tree import GlobalRadixTree, TokenKey, token_count
 
 
 class RouteRequest(Protocol):
@@ -84,6 +84,14 @@ class RoutingPolicy(ABC):
         self.alive = list(self.workers)  # workers that may receive requests, ascending
         self.queue = [0] * config.num_workers
         self.tree = GlobalRadixTree(config.max_tree_tokens)
+        self.routed_tokens = [0] * config.num_workers  # input tokens dispatched to each worker
+        self.matched_tokens = [0] * config.num_workers  # of which the tree said it already held
+
+    def hit_estimate(self, worker: int) -> float | None:
+        """The share of input tokens dispatched to ``worker`` that the tree recorded it as holding
+        (None for policies without a tree, or before any dispatch)."""
+        routed = self.routed_tokens[worker]
+        return self.matched_tokens[worker] / routed if self.uses_tree and routed else None
 
     def route(self, req: RouteRequest) -> int:
         if not self.alive:
@@ -91,7 +99,8 @@ class RoutingPolicy(ABC):
         worker = self.choose(req)
         self.queue[worker] += 1
         if self.uses_tree:
-            self.tree.insert(req.tokens, worker)
+            self.matched_tokens[worker] += self.tree.insert(req.tokens, worker)
+            self.routed_tokens[worker] += token_count(req.tokens)
         return worker
 
     @abstractmethod
