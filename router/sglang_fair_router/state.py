@@ -7,7 +7,9 @@ Decisions the paper leaves open, taken here:
   answers or repeat side effects. Clients (and SGLang's own retry logic) can resubmit.
 - A worker counts as dead once it has been silent for ``heartbeat_timeout``: since its last message,
   or, if it never sent one, since the router first sent it a request (a worker still starting, with
-  nothing to do, is not dead: SGLang loads every model before it takes requests).
+  nothing to do, is not dead: SGLang loads every model before it takes requests). Heartbeats come
+  from a thread, so a long model step does not silence them; a worker whose loop has not moved for
+  ``stall_timeout`` while it has requests in flight counts as dead too (hung).
 - A dead worker's queue size is reset and the global tree forgets what it cached; if it comes back
   (a heartbeat arrives), it starts as an empty worker.
 - A finished or aborted request charges w_q x the output tokens it produced to q[client][worker]
@@ -19,6 +21,7 @@ Decisions the paper leaves open, taken here:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,9 +41,11 @@ class InFlight:
 class RouterState:
     """Routing policy + requests in flight + worker liveness."""
 
-    def __init__(self, policy: RoutingPolicy, heartbeat_timeout: float) -> None:
+    def __init__(self, policy: RoutingPolicy, heartbeat_timeout: float,
+                 stall_timeout: float = math.inf) -> None:
         self.policy = policy
-        self.heartbeat_timeout = heartbeat_timeout
+        self.heartbeat_timeout, self.stall_timeout = heartbeat_timeout, stall_timeout
+        self.progress: list[tuple[int, float] | None] = [None] * len(policy.workers)  # (loops, since)
         self.inflight: dict[str, InFlight] = {}
         self.last_seen: list[float | None] = [None] * len(policy.workers)
         self.counts = {"dispatched": 0, "finished": 0, "failed": 0, "evicted": 0, "ignored_feedback": 0,
@@ -67,7 +72,11 @@ class RouterState:
         self.last_seen[msg.worker] = now
         if msg.worker not in self.policy.alive:
             self.policy.mark_alive(msg.worker)  # back from the dead: starts empty
-        if isinstance(msg, Finished):
+        if isinstance(msg, Heartbeat):
+            seen = self.progress[msg.worker]
+            if seen is None or seen[0] != msg.loops:
+                self.progress[msg.worker] = (msg.loops, now)
+        elif isinstance(msg, Finished):
             entry = self.inflight.get(msg.rid)
             if entry is None or entry.worker != msg.worker:
                 self.counts["ignored_feedback"] += 1
@@ -83,18 +92,28 @@ class RouterState:
         """Mark silent workers dead; return (rid, reason) for every request that must fail."""
         failed: list[tuple[str, str]] = []
         for worker in list(self.policy.alive):
-            seen = self.last_seen[worker]
-            if seen is None or now - seen <= self.heartbeat_timeout:
+            reason = self._failure(worker, now)
+            if reason is None:
                 continue
-            silent = now - seen
             self.policy.mark_dead(worker)
-            reason = f"worker {worker} stopped answering ({silent:.1f} s without a heartbeat)"
+            self.progress[worker] = None
             lost = [rid for rid, e in self.inflight.items() if e.worker == worker]
             for rid in lost:
                 del self.inflight[rid]
                 failed.append((rid, reason))
         self.counts["failed"] += len(failed)
         return failed
+
+    def _failure(self, worker: int, now: float) -> str | None:
+        """Why ``worker`` counts as dead now, or None."""
+        seen, progress = self.last_seen[worker], self.progress[worker]
+        if seen is not None and now - seen > self.heartbeat_timeout:
+            return f"worker {worker} stopped answering ({now - seen:.1f} s without a heartbeat)"
+        busy = self.policy.queue[worker]
+        if progress is not None and busy and now - progress[1] > self.stall_timeout:
+            return (f"worker {worker} is stuck (its loop has not moved for {now - progress[1]:.0f} s "
+                    f"with {busy} requests in flight)")
+        return None
 
     def snapshot(self) -> dict[str, Any]:
         """The read-only view served as JSON: tree size, per-worker queues and cache estimate, q."""

@@ -51,10 +51,15 @@ class Evicted(msgspec.Struct, tag="evicted", frozen=True):
 
 
 class Heartbeat(msgspec.Struct, tag="heartbeat", frozen=True):
+    """Sent every interval by a thread of the worker process (so a long step does not silence it);
+    ``loops`` counts the scheduler loop's iterations, so the router can tell a hung loop from a busy
+    one."""
+
     worker: Count
     seq: Count
     waiting: Count = 0
     running: Count = 0
+    loops: Count = 0
     v: int = VERSION
 
 

@@ -67,6 +67,22 @@ def test_a_worker_never_heard_from_is_dead_only_once_it_has_work() -> None:
     assert [rid for rid, _ in s.check_liveness(now=102.5)] == ["r1"] and s.policy.alive == [1]
 
 
+def test_a_worker_whose_loop_stands_still_with_work_is_dead() -> None:
+    s = RouterState(make_routing_policy(RouterConfig("round_robin", num_workers=2)), heartbeat_timeout=2.0,
+                    stall_timeout=10.0)
+    s.submit(submit("r0"), now=0.0)  # to worker 0
+    for t in range(30):  # both keep beating; worker 0's loop stops at t = 5, worker 1 is idle
+        s.feedback(wm.Heartbeat(0, t + 1, loops=min(t, 5)), now=float(t))
+        s.feedback(wm.Heartbeat(1, t + 1, loops=0), now=float(t))
+        failed = s.check_liveness(now=float(t))
+        if t <= 15:  # within 10 s of its last step
+            assert failed == [], t
+        else:
+            assert [rid for rid, _ in failed] == ["r0"] and "stuck" in failed[0][1]
+            break
+    assert s.policy.alive == [1]  # the idle worker whose loop never moved is fine
+
+
 def test_all_workers_dead_raises_no_worker() -> None:
     import pytest
 

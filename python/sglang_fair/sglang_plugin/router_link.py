@@ -34,6 +34,8 @@ class RouterFlags:
         default=0.5, metadata={"help": "seconds between a worker's heartbeats to the router"})
     router_heartbeat_timeout: float = field(
         default=3.0, metadata={"help": "seconds without a heartbeat before a worker counts as dead"})
+    router_stall_timeout: float = field(
+        default=60.0, metadata={"help": "seconds a worker's loop may stand still with requests in flight"})
     router_http_port: int = field(default=0, metadata={"help": "router's /state and /metrics port (0: off)"})
     router_http_host: str = field(default="127.0.0.1", metadata={"help": "address the router's port binds"})
     router_max_tree_tokens: int = field(default=1 << 26, metadata={"help": "bound of the global tree"})
@@ -45,6 +47,7 @@ class RouterFlags:
                 f"{self.router_heartbeat_interval} and {self.router_heartbeat_timeout}")
         require(0 <= self.router_http_port < 65536, f"bad --router-http-port {self.router_http_port}")
         require(self.router_max_tree_tokens > 0, "--router-max-tree-tokens must be > 0")
+        require(self.router_stall_timeout > 0, "--router-stall-timeout must be > 0")
 
 
 @dataclass(frozen=True)
@@ -117,5 +120,6 @@ def router_command(link: RouterLink, policy: str, flags: RouterFlags, cost_flags
         "--feedback", link.feedback, "--workers", ",".join(link.workers()),
         "--quantum", str(flags.router_quantum), "--max-tree-tokens", str(flags.router_max_tree_tokens),
         "--heartbeat-timeout", str(flags.router_heartbeat_timeout),
+        "--stall-timeout", str(flags.router_stall_timeout),
         "--http-port", str(flags.router_http_port), "--http-host", flags.router_http_host, *cost_flags,
     ]

@@ -2,15 +2,17 @@
 
 :class:`WorkerLink` binds the worker's inbox, turns the router's ``Dispatch`` into SGLang's own
 tokenized request (decoded as SGLang's receiver would) and ``Cancel`` into an ``AbortReq``, and sends
-the router ``Finished`` (streamed finish or abort), ``Evicted`` (from SGLang's KV cache events, via
-:class:`EvictionPublisher`) and a ``Heartbeat`` every ``heartbeat_interval`` seconds of the
-scheduler's loop, so a hung loop reads as a dead worker. Feedback never blocks the scheduler: when
-the router is gone, notices are dropped (and counted).
+the router ``Finished`` (streamed finish or abort) and ``Evicted`` (from SGLang's KV cache events, via
+:class:`EvictionPublisher`). A thread sends a ``Heartbeat`` every ``heartbeat_interval`` seconds with
+the number of loop iterations so far: a dead process goes silent, a hung loop stops counting, and a
+long model step is neither. Feedback never blocks the scheduler: when the router is gone, notices
+are dropped (and counted).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any
 
@@ -28,21 +30,35 @@ DEVICE_TIER = (None, "GPU")  # SGLang's StorageMedium of the device cache ("GPU"
 class WorkerLink:
     """One scheduler's sockets to the router and the requests the router sent it (rid -> client)."""
 
-    def __init__(self, link: RouterLink, rank: int, clock: Any = time.monotonic) -> None:
-        self.rank, self.interval, self.clock = rank, link.heartbeat_interval, clock
-        context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-        self.inbox = context.socket(zmq.PULL)
+    def __init__(self, link: RouterLink, rank: int) -> None:
+        self.rank, self.link = rank, link
+        self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+        self.inbox = self.context.socket(zmq.PULL)
         self.inbox.bind(link.worker(rank))
-        self.feedback = context.socket(zmq.PUSH)
-        self.feedback.setsockopt(zmq.LINGER, 0)
-        self.feedback.connect(link.feedback)
+        self.feedback = self._feedback_socket()
         self.clients: dict[str, str] = {}
+        self.loops = 0
         self.seq = 0
-        self.next_beat = 0.0
         self.dropped = 0
+        threading.Thread(target=self._beat, name="sglang-fair-heartbeat", daemon=True).start()
+
+    def _feedback_socket(self) -> zmq.Socket[bytes]:
+        sock = self.context.socket(zmq.PUSH)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.link.feedback)
+        return sock
+
+    def _beat(self) -> None:
+        sock = self._feedback_socket()  # the thread's own: ZMQ sockets are not shared across threads
+        while True:
+            self.seq += 1
+            beat = wm.Heartbeat(worker=self.rank, seq=self.seq, running=len(self.clients), loops=self.loops)
+            self._send(beat, sock)
+            time.sleep(self.link.heartbeat_interval)
 
     def poll(self, into: list[Any]) -> None:
-        """Append what the router sent since the last poll to ``into``; beat when due."""
+        """Append what the router sent since the last poll to ``into`` (once per loop iteration)."""
+        self.loops += 1
         while True:
             try:
                 frames = self.inbox.recv_multipart(zmq.NOBLOCK)
@@ -52,11 +68,6 @@ class WorkerLink:
                 into.append(self._decode(frames))
             except MessageError as err:
                 logger.warning("sglang-fair worker %d: dropped a message from the router: %s", self.rank, err)
-        now = self.clock()
-        if now >= self.next_beat:
-            self.next_beat = now + self.interval
-            self.seq += 1
-            self._send(wm.Heartbeat(worker=self.rank, seq=self.seq, running=len(self.clients)))
 
     def _decode(self, frames: list[bytes]) -> Any:
         from sglang.srt.managers.io_struct import AbortReq
@@ -86,9 +97,10 @@ class WorkerLink:
         for tokens, start in removals:
             self._send(wm.Evicted(worker=self.rank, tokens=tokens, start=start))
 
-    def _send(self, msg: wm.Finished | wm.Evicted | wm.Heartbeat) -> None:
+    def _send(self, msg: wm.Finished | wm.Evicted | wm.Heartbeat,
+              sock: zmq.Socket[bytes] | None = None) -> None:
         try:
-            self.feedback.send(encode(msg), zmq.NOBLOCK)
+            (sock or self.feedback).send(encode(msg), zmq.NOBLOCK)
         except zmq.Again:
             self.dropped += 1
             if self.dropped in (1, 100, 10_000):
