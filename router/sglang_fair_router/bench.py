@@ -1,21 +1,33 @@
 """``sglang-fair bench-router``: router overhead through its real ZMQ sockets.
 
-The router runs in its own process, exactly as served. One load process plays the frontend and
-``workers`` fast fake workers (each dispatch is answered with a Finished at once, heartbeats flow).
+Three processes: the router, exactly as served; ``workers`` fast fake workers in one process (each
+dispatch is answered with a Finished at once, heartbeats flow); this process, the frontend.
 Prompts are ``prompt_len`` tokens from ``clients`` clients, on shared documents so the global
-tree is exercised. Measured: the sustained dispatch rate (send as fast as the router takes them),
-and the added latency (frontend send -> worker receive) at a fixed offered rate.
+tree is exercised. Measured: the sustained dispatch rate (send as fast as the router takes them,
+at most 2,000 in flight), then at a fixed offered rate (requests evenly spaced) the added latency
+end to end (frontend send -> worker receive; the send time rides in the payload) and the router's
+own time per request (Submit received -> Dispatch sent, the router's ``submit_to_dispatch_us``).
+``--pin router`` (default) runs the router process alone on the first CPU and the rest on the
+others, so that the load does not preempt the router; the harness processes run without their
+garbage collector. The CPU each process used during the fixed-rate phase is reported too, with what
+other processes on the machine used meanwhile: figures taken while other jobs ran are not clean.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import multiprocessing as mp
+import os
 import random
-import statistics
+import shutil
+import tempfile
+import threading
 import time
+from array import array
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 
 import zmq
 
@@ -23,9 +35,12 @@ from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.core.global_tree import pack_tokens
 from sglang_fair.routing import RouterConfig, make_routing_policy
 from sglang_fair_router import frontend_msgs as fm
-from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import encode
 from sglang_fair_router.config import ServiceConfig
+from sglang_fair_router.fake_worker import serve_pool
+from sglang_fair_router.service import LatencyHistogram
+
+PIN_CHOICES = ("none", "router", "router-main")
 
 
 @dataclass(frozen=True)
@@ -37,138 +52,193 @@ class BenchRouterConfig:
     rate: float = field(default=5000.0, metadata={"help": "offered rate of the latency phase (req/s)"})
     seconds: float = field(default=4.0, metadata={"help": "length of the latency phase"})
     policy: str = field(default="d2lpm", metadata={"help": "routing policy"})
-    port: int = field(default=29700, metadata={"help": "first of the local TCP ports used"})
+    transport: str = field(default="ipc", metadata={
+        "help": "ZMQ transport: ipc (Unix sockets, as the SGLang plugin runs the router) or tcp (loopback)",
+        "choices": ("ipc", "tcp")})
+    port: int = field(default=29700, metadata={"help": "first of the local TCP ports used (tcp)"})
+    pin: str = field(default="router", metadata={
+        "help": "CPU pinning: none; router (the router process, with its ZMQ I/O thread, alone on the "
+                "first CPU, the rest elsewhere); router-main (only its main thread alone)",
+        "choices": PIN_CHOICES})
     json: str = field(default="", metadata={"help": "also write the figures to this JSON file"})
 
 
-def _router_process(service: ServiceConfig, routing: RouterConfig) -> None:
+def _router_process(service: ServiceConfig, routing: RouterConfig, control: Connection,
+                    cpus: set[int] | None, io_cpus: set[int] | None) -> None:
     from sglang_fair_router.service import RouterService
 
-    RouterService(service, make_routing_policy(routing)).serve_forever(poll_ms=5)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
+    for cpu in io_cpus or ():
+        ctx.set(zmq.THREAD_AFFINITY_CPU_ADD, cpu)  # before the first socket starts the I/O thread
+    router = RouterService(service, make_routing_policy(routing))
+
+    def answer() -> None:  # the histogram, on request (wakes only then)
+        while True:
+            control.recv()
+            control.send((router.submit_latency.counts.tobytes(), router.submit_latency.max_ns))
+
+    threading.Thread(target=answer, daemon=True).start()
+    router.serve_forever(poll_ms=5)
 
 
-class Load:
-    """Frontend + fake workers in one single-threaded loop (no GIL hand-offs in the timing)."""
-
-    def __init__(self, service: ServiceConfig, workers: int) -> None:
-        ctx = zmq.Context()
-        self.front = ctx.socket(zmq.PUSH)
-        self.front.connect(service.frontend)
-        self.feedback = ctx.socket(zmq.PUSH)
-        self.feedback.connect(service.feedback)
-        self.sinks = []
-        for endpoint in service.worker_endpoints():
-            sock = ctx.socket(zmq.PULL)
-            sock.bind(endpoint)
-            self.sinks.append(sock)
-        self.poller = zmq.Poller()
-        for sock in self.sinks:
-            self.poller.register(sock, zmq.POLLIN)
-        self.sent: dict[str, float] = {}
-        self.latency: list[float] = []
-        self.received = 0
-        self.last_recv = 0.0
-        self.next_beat = 0.0
-
-    def drain(self, timeout_ms: int = 0) -> None:
-        now = time.monotonic()
-        if now >= self.next_beat:
-            for w in range(len(self.sinks)):
-                self.feedback.send(encode(wm.Heartbeat(w, 0)))
-            self.next_beat = now + 0.2
-        for sock, _ in self.poller.poll(timeout_ms):
-            while True:
-                try:
-                    frames = sock.recv_multipart(zmq.NOBLOCK)
-                except zmq.Again:
-                    break
-                t = time.monotonic()
-                msg = wm.decode_to_worker(frames[0])
-                assert isinstance(msg, wm.Dispatch)
-                self.latency.append(t - self.sent.pop(msg.rid))
-                self.received, self.last_recv = self.received + 1, t
-                self.feedback.send(encode(wm.Finished(self.sinks.index(sock), msg.rid, msg.client, 32)))
-
-    def send(self, rid: str, header: bytes, payload: bytes) -> None:
-        self.sent[rid] = time.monotonic()
-        self.front.send_multipart([header, payload])
-
-
-def submissions(cfg: BenchRouterConfig, n: int, rng: random.Random) -> list[tuple[str, bytes]]:
+def submissions(cfg: BenchRouterConfig, n: int, rng: random.Random) -> list[bytes]:
     """Encoded Submit headers, made before timing: tokenizing and packing are the frontend's work."""
     docs = [[rng.randrange(128_000) for _ in range(cfg.prompt_len - 64)] for _ in range(cfg.clients)]
     out = []
     for i in range(n):
         c = rng.randrange(cfg.clients)
         tokens = pack_tokens(docs[c] + [rng.randrange(128_000) for _ in range(64)])
-        out.append((f"r{i}", encode(fm.Submit(f"r{i}", f"client{c}", tokens))))
+        out.append(encode(fm.Submit(f"r{i}", f"client{c}", tokens)))
     return out
 
 
+def _cpus(pin: str) -> tuple[set[int] | None, set[int] | None, set[int] | None]:
+    """(router process, router I/O thread, harness) CPU sets; None: leave as is."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if pin == "none" or len(cpus) < 2:
+        return None, None, None
+    first, rest = {cpus[0]}, set(cpus[1:])
+    return first, (rest if pin == "router-main" else None), rest
+
+
+def _cpu_ticks(pids: list[int]) -> list[int]:
+    """[busy ticks of the whole machine, then the ticks each of ``pids`` used], from /proc (Linux)."""
+    with open("/proc/stat") as fh:
+        ticks = [int(x) for x in fh.readline().split()[1:9]]
+    out = [sum(ticks) - ticks[3] - ticks[4]]
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        out.append(int(fields[11]) + int(fields[12]))  # utime, stime
+    return out
+
+
+def _percentiles(ns: list[int]) -> dict[str, float]:
+    ns = sorted(ns)
+    return {name: ns[min(len(ns) - 1, int(q * len(ns)))] / 1e6
+            for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999), ("max", 1.0))}
+
+
+def _internal(control: Connection, since: array[int] | None = None) -> tuple[array[int], dict[str, float]]:
+    control.send("stats")
+    raw, max_ns = control.recv()
+    hist = LatencyHistogram()
+    hist.counts, hist.max_ns = array("q", raw), max_ns
+    return hist.counts, hist.summary(since)
+
+
 def run(cfg: BenchRouterConfig) -> dict[str, float]:
-    base = f"tcp://127.0.0.1:{cfg.port}"
-    workers = ",".join(f"tcp://127.0.0.1:{cfg.port + 10 + w}" for w in range(cfg.workers))
-    service = ServiceConfig(frontend=base, failures=f"tcp://127.0.0.1:{cfg.port + 1}",
-                            feedback=f"tcp://127.0.0.1:{cfg.port + 2}", workers=workers,
-                            heartbeat_timeout=30.0)
+    folder = tempfile.mkdtemp(prefix="sgl-fair-bench-")
+
+    def ep(i: int) -> str:
+        return f"ipc://{folder}/{i}" if cfg.transport == "ipc" else f"tcp://127.0.0.1:{cfg.port + i}"
+
+    service = ServiceConfig(frontend=ep(0), failures=ep(1), feedback=ep(2), heartbeat_timeout=30.0,
+                            workers=",".join(ep(10 + w) for w in range(cfg.workers)))
+    router_cpus, io_cpus, rest = _cpus(cfg.pin)
+    spawn = mp.get_context("spawn")
+    received = spawn.RawValue("q", 0)
+    router_ctl, router_end = spawn.Pipe()
+    pool_ctl, pool_end = spawn.Pipe()
     routing = RouterConfig(cfg.policy, num_workers=cfg.workers)
-    load = Load(service, cfg.workers)
-    router = mp.get_context("spawn").Process(target=_router_process, args=(service, routing), daemon=True)
-    router.start()
-    rng = random.Random(0)
-    work = submissions(cfg, cfg.requests + int(cfg.rate * cfg.seconds) + 1, rng)
-    payload = bytes(8 * cfg.prompt_len)  # stands in for the pickled SGLang request
-    try:
-        load.send(*work[0], payload)
-        deadline = time.monotonic() + 60
-        while load.received < 1:
+    procs = [spawn.Process(target=serve_pool, args=(service.worker_endpoints(), service.feedback, received,
+                                                     pool_end, rest), daemon=True),
+             spawn.Process(target=_router_process, args=(service, routing, router_end, router_cpus, io_cpus),
+                           daemon=True)]
+    for p in procs:
+        p.start()
+    affinity = os.sched_getaffinity(0)
+    if rest:
+        os.sched_setaffinity(0, rest)
+    n2 = int(cfg.rate * cfg.seconds)
+    work = submissions(cfg, 1 + cfg.requests + n2, random.Random(0))
+    filler = bytes(8 * cfg.prompt_len - 8)  # with the send time, stands in for the pickled SGLang request
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    front = ctx.socket(zmq.PUSH)
+    front.connect(service.frontend)
+    gc.collect()
+    gc.freeze()
+    gc.disable()
+
+    def send(k: int) -> None:
+        front.send_multipart([work[k], time.monotonic_ns().to_bytes(8, "little") + filler])
+
+    def wait_for(count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while received.value < count:
             if time.monotonic() > deadline:
-                raise RuntimeError("router did not answer within 60 s")
-            load.drain(50)
-        load.latency.clear()
-        # Phase 1: sustained rate, keeping at most 2,000 requests in flight inside the router.
-        t0, i = time.monotonic(), 0
-        start_count = load.received
-        while load.received - start_count < cfg.requests:
-            while i < cfg.requests and i - (load.received - start_count) < 2000:
-                load.send(*work[1 + i], payload)
+                raise RuntimeError(f"router: {received.value} of {count} dispatched within {timeout} s")
+            time.sleep(0.001)
+
+    try:
+        send(0)
+        wait_for(1, 60)
+        # Phase 1: sustained rate, keeping at most 2,000 requests in flight.
+        counts0, _ = _internal(router_ctl)
+        t1, i = time.monotonic_ns(), 0
+        while i < cfg.requests:
+            if i - (received.value - 1) < 2000:
+                send(1 + i)
                 i += 1
-            load.drain(1)
-        rate = cfg.requests / (load.last_recv - t0)
-        # Phase 2: added latency at a fixed offered rate.
-        load.latency.clear()
-        n = int(cfg.rate * cfg.seconds)
-        t0 = time.monotonic()
-        j = 0
-        while j < n:  # send what is due, then sleep in poll until the next is due (no spinning)
-            now = time.monotonic()
-            while j < n and t0 + j / cfg.rate <= now:
-                load.send(*work[1 + cfg.requests + j], payload)
-                j += 1
-            load.drain(max(1, int(1000 * (t0 + j / cfg.rate - time.monotonic()))))  # >= 1 ms: no spin
-        while load.sent:
-            load.drain(10)
-        offered = n / (time.monotonic() - t0)
+            else:
+                time.sleep(0.0002)
+        wait_for(1 + cfg.requests, 60)
+        counts1, internal1 = _internal(router_ctl, counts0)
+        # Phase 2: a fixed offered rate, evenly spaced.
+        pids = [p.pid or 0 for p in procs] + [os.getpid()]
+        cpu0, t2, period = _cpu_ticks(pids), time.monotonic_ns(), 1e9 / cfg.rate
+        for j in range(n2):
+            wait = t2 + j * period - time.monotonic_ns()
+            if wait > 0:
+                time.sleep(wait / 1e9)
+            send(1 + cfg.requests + j)
+        offered = n2 / (time.monotonic_ns() - t2) * 1e9
+        wait_for(1 + cfg.requests + n2, 60)
+        _, internal2 = _internal(router_ctl, counts1)
+        used = [(b - a) / os.sysconf("SC_CLK_TCK") / ((time.monotonic_ns() - t2) / 1e9)
+                for a, b in zip(cpu0, _cpu_ticks(pids), strict=True)]
+        pool_ctl.send("stop")
+        sent_raw, recv_raw = pool_ctl.recv()
     finally:
-        router.terminate()
-        router.join(5)
-    lat = sorted(load.latency)
-    return {"router_dispatch_rate_rps": rate, "router_offered_rate_rps": offered,
-            "router_added_latency_ms_p50": 1e3 * statistics.median(lat),
-            "router_added_latency_ms_p99": 1e3 * lat[int(0.99 * (len(lat) - 1))]}
+        for p in procs:
+            p.terminate()
+            p.join(5)
+        ctx.destroy(0)
+        shutil.rmtree(folder, ignore_errors=True)
+        os.sched_setaffinity(0, affinity)
+        gc.enable()
+    sent, recv = array("q", sent_raw), array("q", recv_raw)
+    last1 = max(r for s, r in zip(sent, recv, strict=True) if t1 <= s < t2)
+    e2e = _percentiles([r - s for s, r in zip(sent, recv, strict=True) if s >= t2])
+    figures = {"router_dispatch_rate_rps": cfg.requests / (last1 - t1) * 1e9,
+               "router_offered_rate_rps": offered}
+    figures |= {"cpus_workers": used[1], "cpus_router": used[2], "cpus_frontend": used[3],
+                "cpus_others": max(0.0, used[0] - sum(used[1:]))}
+    figures |= {f"router_added_latency_ms_{k}": v for k, v in e2e.items()}
+    figures |= {f"router_internal_us_{k}": v for k, v in internal2.items() if k != "count"}
+    figures |= {f"router_internal_saturated_us_{k}": v for k, v in internal1.items() if k != "count"}
+    return figures
 
 
 def main(args: argparse.Namespace) -> int:
     cfg = from_flags(BenchRouterConfig, args)
-    figures = run(cfg)
-    f = figures
-    print(f"router ({cfg.policy}, {cfg.workers} workers, {cfg.clients} clients, "
-          f"{cfg.prompt_len}-token prompts): sustained {f['router_dispatch_rate_rps']:.0f} req/s; "
-          f"at {f['router_offered_rate_rps']:.0f} req/s offered, added latency "
-          f"p50 {f['router_added_latency_ms_p50']:.3f} ms, p99 {f['router_added_latency_ms_p99']:.3f} ms")
+    f = run(cfg)
+    print(f"router ({cfg.policy}, {cfg.workers} workers, {cfg.clients} clients, {cfg.prompt_len}-token "
+          f"prompts, pin {cfg.pin}): sustained {f['router_dispatch_rate_rps']:.0f} req/s "
+          f"(inside the router p50 {f['router_internal_saturated_us_p50']:.0f} us, "
+          f"p99 {f['router_internal_saturated_us_p99']:.0f} us)\n"
+          f"at {f['router_offered_rate_rps']:.0f} req/s offered: added latency end to end "
+          f"p50 {f['router_added_latency_ms_p50']:.3f} ms, p99 {f['router_added_latency_ms_p99']:.3f} ms, "
+          f"p99.9 {f['router_added_latency_ms_p999']:.3f} ms; inside the router "
+          f"p50 {f['router_internal_us_p50']:.0f} us, p99 {f['router_internal_us_p99']:.0f} us, "
+          f"p99.9 {f['router_internal_us_p999']:.0f} us, max {f['router_internal_us_max']:.0f} us\n"
+          f"CPUs busy then: router {f['cpus_router']:.2f}, fake workers {f['cpus_workers']:.2f}, "
+          f"frontend {f['cpus_frontend']:.2f}, other processes {f['cpus_others']:.2f} (of {os.cpu_count()})")
     if cfg.json:
         with open(cfg.json, "w") as fh:
-            json.dump(figures, fh, indent=2)
+            json.dump(f, fh, indent=2)
     return 0
 
 

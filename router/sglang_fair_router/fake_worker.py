@@ -1,9 +1,14 @@
-"""A worker stand-in for tests and the benchmark: answers every dispatch at once, sends heartbeats."""
+"""Worker stand-ins for tests and the benchmark: answer every dispatch at once, send heartbeats."""
 
 from __future__ import annotations
 
+import gc
+import os
 import threading
 import time
+from array import array
+from multiprocessing.connection import Connection
+from typing import Any
 
 import zmq
 
@@ -37,7 +42,7 @@ class FakeWorker(threading.Thread):
         seq, next_beat = 0, 0.0
         while not self._halt.is_set():
             if self.alive and time.monotonic() >= next_beat:
-                self.outbox.send(encode(wm.Heartbeat(self.index, seq)))
+                self.outbox.send(encode(wm.Heartbeat(self.index, seq, loops=seq)))
                 seq, next_beat = seq + 1, time.monotonic() + self.heartbeat_s
             if not self.inbox.poll(10):
                 continue
@@ -59,3 +64,56 @@ class FakeWorker(threading.Thread):
                 self.outbox.send(encode(wm.Finished(self.index, msg.rid, msg.client, self.output_tokens)))
         else:
             self.outbox.send(encode(wm.Finished(self.index, msg.rid, "?", 0, aborted=True)))
+
+
+def serve_pool(endpoints: list[str], feedback: str, received: Any, control: Connection,
+               cpus: set[int] | None = None) -> None:
+    """``len(endpoints)`` fast fake workers in one single-threaded process, for the benchmark.
+
+    Each payload starts with its frontend send time (``time.monotonic_ns``, 8 bytes little-endian;
+    CLOCK_MONOTONIC is one clock for all processes); each receive is counted in ``received`` (a
+    shared ``RawValue``) and kept as (send, receive) ns. When ``control`` gets a message (checked
+    only while idle) the pool sends back the two arrays and ends.
+    """
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    gc.disable()  # the harness's own collector pauses would show as router latency
+    ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    inboxes = []
+    poller = zmq.Poller()
+    for endpoint in endpoints:
+        sock = ctx.socket(zmq.PULL)
+        sock.bind(endpoint)
+        poller.register(sock, zmq.POLLIN)
+        inboxes.append(sock)
+    index = {sock: i for i, sock in enumerate(inboxes)}
+    outbox = ctx.socket(zmq.PUSH)
+    outbox.connect(feedback)
+    sent_ns, recv_ns = array("q"), array("q")
+    next_beat, beats = 0.0, 0
+    while True:
+        now = time.monotonic()
+        if now >= next_beat:
+            beats += 1
+            for w in range(len(inboxes)):
+                outbox.send(encode(wm.Heartbeat(w, beats, loops=beats)))  # a loop that keeps moving
+            next_beat = now + 0.2
+        ready = poller.poll(20)
+        if not ready and control.poll():
+            control.recv()
+            control.send((sent_ns.tobytes(), recv_ns.tobytes()))
+            break
+        for sock, _ in ready:
+            while True:
+                try:
+                    frames = sock.recv_multipart(zmq.NOBLOCK)
+                except zmq.Again:
+                    break
+                t = time.monotonic_ns()
+                msg = wm.decode_to_worker(frames[0])
+                assert isinstance(msg, wm.Dispatch)
+                sent_ns.append(int.from_bytes(frames[1][:8], "little"))
+                recv_ns.append(t)
+                received.value += 1
+                outbox.send(encode(wm.Finished(index[sock], msg.rid, msg.client, 32)))
+    ctx.destroy(0)

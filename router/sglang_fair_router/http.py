@@ -32,6 +32,11 @@ def prometheus_text(snap: dict[str, Any]) -> str:
     for client, q in snap["deficits"].items():
         name = json.dumps(client)
         lines += [f'sglang_fair_router_deficit{{client={name},worker="{w}"}} {x}' for w, x in enumerate(q)]
+    latency = snap.get("submit_to_dispatch_us")
+    if latency:
+        lines.append("# TYPE sglang_fair_router_dispatch_us gauge")
+        quantiles = ("p50", "p99", "p999")
+        lines += [f'sglang_fair_router_dispatch_us{{quantile="{q}"}} {latency[q]}' for q in quantiles]
     return "\n".join(lines) + "\n"
 
 

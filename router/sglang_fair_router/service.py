@@ -6,14 +6,21 @@ workers; one PUSH per worker connects to the worker's bound PULL endpoint. A mal
 message is logged and dropped; it never stops the loop. Objects that survive half a second (the
 global tree, mostly) are frozen out of the garbage collector, whose full passes over a large tree
 otherwise cost milliseconds of added latency; the tree breaks its own reference cycles on removal.
+Each dispatch's time inside the router (Submit frame received -> Dispatch sent) is counted in a
+1 us histogram, summarised in the snapshot as ``submit_to_dispatch_us``.
 """
 
 from __future__ import annotations
 
 import gc
 import logging
+import math
 import time
+from array import array
+from bisect import bisect_left
 from collections.abc import Callable
+from itertools import accumulate
+from typing import Any
 
 import zmq
 
@@ -27,19 +34,52 @@ from sglang_fair_router.state import RouterState
 log = logging.getLogger("sglang_fair.router")
 
 
+class LatencyHistogram:
+    """Durations in 1 us buckets up to ``size`` us (one overflow bucket): O(1) to record."""
+
+    def __init__(self, size: int = 16384) -> None:
+        self.size = size
+        self.counts = array("q", bytes(8 * (size + 1)))
+        self.max_ns = 0
+
+    def record(self, ns: int) -> None:
+        self.counts[min(ns // 1000, self.size)] += 1
+        if ns > self.max_ns:
+            self.max_ns = ns
+
+    def summary(self, since: array[int] | None = None) -> dict[str, float]:
+        """count, p50/p99/p999 and max (tops of 1 us buckets; an overflow max is the exact one) of
+        what was recorded after ``since``, an earlier copy of ``counts``."""
+        counts = self.counts if since is None else array("q", map(int.__sub__, self.counts, since))
+        cum = list(accumulate(counts))
+        n = cum[-1]
+        out: dict[str, float] = {"count": n}
+        for name, q in (("p50", 0.5), ("p99", 0.99), ("p999", 0.999), ("max", 1.0)):
+            out[name] = float(bisect_left(cum, max(1, math.ceil(q * n))) + 1) if n else 0.0
+        if counts[self.size]:
+            out["max"] = self.max_ns / 1e3
+        return out
+
+
 class RouterService:
     def __init__(self, config: ServiceConfig, policy: RoutingPolicy,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.config = config
         self.clock = clock
-        self.state = RouterState(policy, config.heartbeat_timeout, clock())
+        self.state = RouterState(policy, config.heartbeat_timeout, config.stall_timeout)
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.frontend = self._socket(zmq.PULL, config.frontend, bind=True)
         self.failures = self._socket(zmq.PUSH, config.failures, bind=True)
         self.feedback = self._socket(zmq.PULL, config.feedback, bind=True)
         self.to_workers = [self._socket(zmq.PUSH, e, bind=False) for e in config.worker_endpoints()]
-        self.snapshot = self.state.snapshot()
+        self.submit_latency = LatencyHistogram()
+        self._state_view = self.state.snapshot()
         self._stop = False
+
+    @property
+    def snapshot(self) -> dict[str, Any]:
+        """The last state view (refreshed by the loop) and the router-internal latency so far."""
+        return {**self._state_view, "submit_to_dispatch_us": self.submit_latency.summary()}
 
     def _socket(self, kind: int, endpoint: str, bind: bool) -> zmq.Socket:  # type: ignore[type-arg]
         sock: zmq.Socket[bytes] = self.ctx.socket(kind)
@@ -67,7 +107,7 @@ class RouterService:
             if now - last_check >= min(0.5, self.config.heartbeat_timeout / 4):
                 for rid, reason in self.state.check_liveness(now):
                     self.failures.send(encode(fm.Failed(rid, reason)))
-                self.snapshot = self.state.snapshot()
+                self._state_view = self.state.snapshot()
                 gc.freeze()
                 last_check = now
         self.close()
@@ -89,6 +129,7 @@ class RouterService:
                 log.warning("dropped a message: %s", err)
 
     def _on_frontend(self, frames: list[bytes]) -> None:
+        t0 = time.perf_counter_ns()
         msg = fm.decode_inbound(frames[0])
         if isinstance(msg, fm.Abort):
             worker = self.state.abort(msg.rid)
@@ -104,6 +145,7 @@ class RouterService:
             return
         self.to_workers[worker].send_multipart([encode(wm.Dispatch(msg.rid, msg.client)), frames[1]],
                                                copy=False)
+        self.submit_latency.record(time.perf_counter_ns() - t0)
 
     def _on_feedback(self, frames: list[bytes]) -> None:
         self.state.feedback(wm.decode_feedback(frames[0]), self.clock())
