@@ -12,6 +12,8 @@ Decisions the paper leaves open, taken here:
   ``stall_timeout`` while it has requests in flight counts as dead too (hung).
 - A dead worker's queue size is reset and the global tree forgets what it cached; if it comes back
   (a heartbeat arrives), it starts as an empty worker.
+- A request retracted inside a worker (KV pressure) stays on that worker: it still counts in the
+  worker's queue size and is charged once, at its finish, for all the output it produced.
 - A finished or aborted request charges w_q x the output tokens it produced to q[client][worker]
   (000 Alg. 2, line 22); an abort before any output charges nothing more. Feedback for a request the
   router does not know (after a router restart, or duplicated) changes no counter and no queue size.
