@@ -109,14 +109,16 @@ class WorkerLink:
 
 
 _LINK: WorkerLink | None = None
+_LOOKED = False  # whether this process has looked for a router (once: the hook runs every loop)
 
 
 def worker_link(create: bool = True) -> WorkerLink | None:
     """This scheduler's link (made on first use when a router runs and this is a DP rank's leader)."""
-    global _LINK
-    if _LINK is None and create:
+    global _LINK, _LOOKED
+    if _LINK is None and create and not _LOOKED:
         from sglang.srt.runtime_context import get_parallel
 
+        _LOOKED = True
         link, rank = link_from_env(), get_parallel().dp_rank
         if link is not None and rank is not None:
             _LINK = WorkerLink(link, rank)
