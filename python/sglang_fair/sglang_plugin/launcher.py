@@ -14,7 +14,13 @@ from typing import Any
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin import PLUGIN_NAME
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FAIR_POLICIES, FairConfig
-from sglang_fair.sglang_plugin.router_launch import RouterPlan, RouterProcess, check_router_args, plan_router
+from sglang_fair.sglang_plugin.router_launch import (
+    RouterPlan,
+    RouterProcess,
+    check_router_args,
+    flag_value,
+    plan_router,
+)
 from sglang_fair.sglang_plugin.router_link import RouterFlags
 
 
@@ -24,17 +30,8 @@ def export_environment(config: FairConfig, sglang_args: Sequence[str]) -> None:
     allowed = os.environ.get("SGLANG_PLUGINS", "")
     if allowed and PLUGIN_NAME not in {x.strip() for x in allowed.split(",")}:
         os.environ["SGLANG_PLUGINS"] = f"{allowed},{PLUGIN_NAME}"
-    if _flag_value(sglang_args, "--device") == "cpu":
+    if flag_value(sglang_args, "--device") == "cpu":
         os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")  # SGLang's CPU engine (see docs/serving.md)
-
-
-def _flag_value(args: Sequence[str], flag: str) -> str | None:
-    for i, arg in enumerate(args):
-        if arg == flag and i + 1 < len(args):
-            return args[i + 1]
-        if arg.startswith(flag + "="):
-            return arg.split("=", 1)[1]
-    return None
 
 
 def check_combination(config: FairConfig, server_args: Any) -> None:

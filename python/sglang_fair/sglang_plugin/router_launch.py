@@ -44,7 +44,7 @@ class RouterPlan:
     sglang_args: list[str]
 
 
-def _find(args: Sequence[str], flag: str) -> tuple[int, str] | None:
+def find_flag(args: Sequence[str], flag: str) -> tuple[int, str] | None:
     """(index of the value, value) of ``flag`` in ``args``."""
     for i, arg in enumerate(args):
         if arg == flag and i + 1 < len(args):
@@ -54,14 +54,19 @@ def _find(args: Sequence[str], flag: str) -> tuple[int, str] | None:
     return None
 
 
+def flag_value(args: Sequence[str], flag: str) -> str | None:
+    found = find_flag(args, flag)
+    return None if found is None else found[1]
+
+
 def plan_router(sglang_args: Sequence[str]) -> RouterPlan:
     """Route through the router when ``--load-balance-method`` is one of :data:`ROUTER_METHODS`."""
     args = list(sglang_args)
-    found = _find(args, LB_FLAG)
+    found = find_flag(args, LB_FLAG)
     if found is None or found[1] not in ROUTER_METHODS:
         return RouterPlan(None, args)
     index, policy = found
-    if _find(args, KV_FLAG) is not None:
+    if find_flag(args, KV_FLAG) is not None:
         raise ConfigError(f"{LB_FLAG} {policy} feeds the router from SGLang's KV events: drop {KV_FLAG}")
     args[index] = "round_robin" if args[index] == policy else f"{LB_FLAG}=round_robin"
     return RouterPlan(policy, [*args, KV_FLAG, KV_EVENTS])
