@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -86,3 +88,41 @@ def test_serve_help_lists_router_flags(capsys: pytest.CaptureFixture[str]) -> No
         build_parser().parse_args(["serve", "--help"])
     out = capsys.readouterr().out
     assert "--router-quantum" in out and "--router-heartbeat-timeout" in out and "d2lpm" in out
+
+
+def test_private_dirs_of_dead_owners_are_swept(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from sglang_fair.sglang_plugin.tmpdirs import OWNER, private_dir, sweep
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True)
+    stale, foreign = tmp_path / "sgl-fair-old", tmp_path / "sgl-fair-foreign"
+    stale.mkdir()
+    (stale / OWNER).write_text(dead.stdout.strip())
+    foreign.mkdir()  # no owner file: not ours, left alone
+    mine = Path(private_dir("sgl-fair-", str(tmp_path)))  # sweeps first
+    assert not stale.exists() and foreign.exists() and (mine / OWNER).read_text() == str(os.getpid())
+    assert sweep("sgl-fair-", str(tmp_path)) == 0 and mine.exists()  # its owner (this process) runs
+
+
+@pytest.mark.parametrize(("code", "restarts"), [(3, True), (0, False)])
+def test_a_failed_router_is_restarted_but_a_stopped_one_is_not(tmp_path: Path, code: int,
+                                                               restarts: bool) -> None:
+    import sys
+    import time
+
+    from sglang_fair.sglang_plugin.router_launch import RouterProcess
+
+    # a stand-in router: makes the frontend socket file, counts its starts, exits with ``code``
+    script = (f"import pathlib, sys, time; d = pathlib.Path({str(tmp_path)!r}); (d / 'frontend').touch(); "
+              f"open(d / 'starts', 'a').write('x'); time.sleep(0.2); sys.exit({code})")
+    router = RouterProcess([sys.executable, "-c", script], str(tmp_path))
+    try:
+        time.sleep(2.0)
+        starts = len((tmp_path / "starts").read_text())
+        assert (starts >= 2) == restarts and (router.restarts > 0) == restarts, (starts, router.restarts)
+    finally:
+        router.stop()
+    assert not tmp_path.exists()

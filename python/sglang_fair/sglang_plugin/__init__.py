@@ -7,11 +7,8 @@ the registered hooks. Importing this package does not import SGLang.
 
 from __future__ import annotations
 
-import atexit
 import logging
 import os
-import shutil
-import tempfile
 
 PLUGIN_NAME = "sglang_fair"
 logger = logging.getLogger("sglang_fair")
@@ -21,11 +18,10 @@ def load() -> None:
     """Register the hooks and add ``dlpm``/``vtc`` to ``--schedule-policy``'s choices."""
     from sglang_fair.sglang_plugin.config import ENV_STATE_DIR
     from sglang_fair.sglang_plugin.hooks import extend_schedule_policy_choices, register_hooks
+    from sglang_fair.sglang_plugin.tmpdirs import private_dir
 
     if not os.environ.get(ENV_STATE_DIR):  # the main process picks it; children inherit it
-        directory = tempfile.mkdtemp(prefix="sglang-fair-")
-        os.environ[ENV_STATE_DIR] = directory
-        atexit.register(shutil.rmtree, directory, ignore_errors=True)
+        os.environ[ENV_STATE_DIR] = private_dir("sglang-fair-")
     extend_schedule_policy_choices()
     register_hooks()
     logger.info("sglang-fair plugin loaded (pid %d)", os.getpid())

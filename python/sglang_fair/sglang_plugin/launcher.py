@@ -16,10 +16,10 @@ from sglang_fair.sglang_plugin import PLUGIN_NAME
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FAIR_POLICIES, FairConfig
 from sglang_fair.sglang_plugin.router_launch import (
     RouterPlan,
-    RouterProcess,
     check_router_args,
     flag_value,
     plan_router,
+    start_router,
 )
 from sglang_fair.sglang_plugin.router_link import RouterFlags
 
@@ -93,7 +93,7 @@ def run(config: FairConfig, sglang_args: Sequence[str], router_flags: RouterFlag
         plan = RouterPlan(None, list(sglang_args))
     router = None
     if plan.policy is not None:
-        router = RouterProcess(plan.policy, server_args.dp_size, router_flags or RouterFlags(), config)
+        router = start_router(plan.policy, server_args.dp_size, router_flags or RouterFlags(), config)
     try:
         run_server(server_args)
     finally:

@@ -2,8 +2,8 @@
 
 :func:`plan_router` rewrites SGLang's arguments before SGLang parses them (SGLang is told
 ``round_robin`` and gets the eviction feed as its KV-event publisher); :func:`check_router_args`
-checks the parsed flags; :class:`RouterProcess` exports the :class:`RouterLink` and runs
-``sglang-fair router`` as a child process, started again if it exits while SGLang serves.
+checks the parsed flags; :func:`start_router` exports the :class:`RouterLink` and runs
+``sglang-fair router`` as a supervised child process (:class:`RouterProcess`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -32,6 +31,7 @@ from sglang_fair.sglang_plugin.router_link import (
     RouterLink,
     router_command,
 )
+from sglang_fair.sglang_plugin.tmpdirs import private_dir
 
 logger = logging.getLogger("sglang_fair")
 LB_FLAG, KV_FLAG = "--load-balance-method", "--kv-events-config"
@@ -93,18 +93,15 @@ def check_router_args(plan: RouterPlan, server_args: Any) -> RouterPlan:
 
 
 class RouterProcess:
-    """The router child process and its IPC directory. A router that exits while SGLang serves is
-    started again (its state starts empty, as a restart's does); :meth:`stop` ends both."""
+    """A supervised router child process and its IPC directory. A router that fails (a non-zero exit
+    or a signal other than SIGTERM) is started again, its state empty as after any restart;
+    :meth:`stop` ends both."""
 
-    def __init__(self, policy: str, num_workers: int, flags: RouterFlags, config: FairConfig) -> None:
-        self.directory = tempfile.mkdtemp(prefix="sgl-fair-")
-        self.link = RouterLink(self.directory, num_workers, flags.router_heartbeat_interval)
-        os.environ[ENV_ROUTER] = self.link.to_env()
-        cost = ["--w-e", str(config.fair_w_e), "--w-q", str(config.fair_w_q)]
-        self.cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(self.link, policy, flags, cost)]
+    def __init__(self, cmd: list[str], directory: str) -> None:
+        self.cmd, self.directory = cmd, directory
         self.stopping = threading.Event()
         self.restarts = 0
-        self.proc = subprocess.Popen(self.cmd)
+        self.proc = subprocess.Popen(cmd)
         self._wait_bound()
         threading.Thread(target=self._supervise, name="sglang-fair-router", daemon=True).start()
 
@@ -120,8 +117,8 @@ class RouterProcess:
     def _supervise(self, poll_s: float = 0.5) -> None:
         while not self.stopping.wait(poll_s):
             code = self.proc.poll()
-            if code is None or self.stopping.is_set():
-                continue
+            if code in (None, 0) or self.stopping.is_set():
+                continue  # running, or told to stop (SIGTERM: the server is shutting down)
             self.restarts += 1
             logger.warning("sglang-fair: the router exited with code %s; starting it again (restart %d)",
                            code, self.restarts)
@@ -137,3 +134,14 @@ class RouterProcess:
                 self.proc.kill()
         os.environ.pop(ENV_ROUTER, None)
         shutil.rmtree(self.directory, ignore_errors=True)
+
+
+def start_router(policy: str, num_workers: int, flags: RouterFlags, config: FairConfig) -> RouterProcess:
+    """Export the :class:`RouterLink` (every SGLang process started after this sees it) and start
+    ``sglang-fair router`` on it."""
+    directory = private_dir("sgl-fair-")  # short: ipc:// paths have a length limit
+    link = RouterLink(directory, num_workers, flags.router_heartbeat_interval)
+    os.environ[ENV_ROUTER] = link.to_env()
+    cost = ["--w-e", str(config.fair_w_e), "--w-q", str(config.fair_w_q)]
+    cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(link, policy, flags, cost)]
+    return RouterProcess(cmd, directory)
