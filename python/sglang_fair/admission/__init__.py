@@ -1,4 +1,4 @@
-"""Admission policies, chosen by name: ``fcfs``, ``lpm``, ``vtc``, ``dlpm``."""
+"""Admission policies, chosen by name: ``fcfs``, ``lpm``, ``vtc``, ``dlpm``, ``dlpm_light``."""
 
 from __future__ import annotations
 
@@ -11,13 +11,14 @@ from sglang_fair.admission.base import (
     extend_len,
 )
 from sglang_fair.admission.dlpm import DLPM
+from sglang_fair.admission.dlpm_light import DLPMLight
 from sglang_fair.admission.fcfs import FCFS
 from sglang_fair.admission.lpm import LPM
 from sglang_fair.admission.vtc import VTC
 from sglang_fair.core.registry import Registry
 
 ADMISSION_POLICIES: Registry[AdmissionPolicy] = Registry("admission")
-for _cls in (FCFS, LPM, VTC, DLPM):
+for _cls in (FCFS, LPM, VTC, DLPM, DLPMLight):
     ADMISSION_POLICIES.register(_cls.name)(_cls)
 
 

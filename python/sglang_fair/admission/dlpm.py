@@ -38,8 +38,12 @@ class DLPM(AdmissionPolicy):
 
     def on_arrival(self, req: WaitingRequest) -> None:
         if not self.book.active(req.client):
-            self.deficits[req.client] = 0.0
+            self._join(req.client)
         super().on_arrival(req)
+
+    def _join(self, client: str) -> None:
+        """Line 12: a client that joins l (new, or back with nothing waiting or running) starts at 0."""
+        self.deficits[client] = 0.0
 
     def _charge(self, client: str, amount: float) -> None:
         super()._charge(client, amount)
@@ -56,8 +60,12 @@ class DLPM(AdmissionPolicy):
                 self.deficits[client] += self.config.quantum * self.cost.weight(client)
         self.refills += 1
 
+    def order(self, waiting: Sequence[R]) -> list[R]:
+        """Line 16, SORTBYPREFIX: the scan order of one step (a variant may reorder clients)."""
+        return lpm_order(waiting)
+
     def select(self, waiting: Sequence[R], budget: Budget) -> list[R]:
-        queue = lpm_order(waiting)
+        queue = self.order(waiting)
         admitted: list[R] = []
         progress = True
         credit: bool | None = None  # cached CHECKREFILL condition; None = recompute

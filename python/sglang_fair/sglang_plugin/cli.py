@@ -16,7 +16,7 @@ from sglang_fair.sglang_plugin.router_link import ROUTER_METHODS, RouterFlags
 
 EPILOG = (
     "All other arguments are SGLang's (python -m sglang.launch_server --help), passed through "
-    "unchanged; --schedule-policy also accepts dlpm and vtc (weighted with --client-weights or a "
+    "unchanged; --schedule-policy also accepts dlpm, dlpm_light and vtc (weighted with --client-weights or a "
     "weight column in --client-keys). With --dp-size N >= 2, --load-balance-method also accepts "
     f"{', '.join(ROUTER_METHODS)}: the global router (sglang_fair_router) then routes every request; "
     "the --router-* flags configure it."

@@ -17,7 +17,7 @@ from sglang_fair.sglang_plugin.state import FairState
 
 logger = logging.getLogger("sglang_fair")
 STATE_ATTR = "_sglang_fair_state"
-CACHE_ORDERED = frozenset({"dlpm", "lpm"})  # core policies whose order reads the cached prefix
+CACHE_ORDERED = frozenset({"dlpm", "dlpm_light", "lpm"})  # core policies whose order reads the cached prefix
 
 
 def state_of(schedule_policy: Any) -> FairState | None:

@@ -1,0 +1,76 @@
+"""DLPM for light clients (``dlpm_light``): Algorithm 1 of 000 with two changes, Thm 4.1 kept.
+
+Under DLPM as written, a client that returns to an empty queue restarts at q_i = 0 (line 12) and
+waits until every client with credit has spent it; and since the scan is in LPM order, a flooding
+client whose prefix is cached is scanned before a light client's uncached request even when both
+have credit. A light client that sends one short request at a time therefore waits up to a whole
+quantum of the flooder's service per request: the larger Q^u, the longer.
+
+1. **Every client stays in l, and a refill tops up.** A client that leaves keeps its counter, and
+   refills (line 7) reach it while it is away. At a refill every client with q_i <= 0 gains
+   Q^u w_i, as in Algorithm 1, and a client with credit left, which can only be one with nothing
+   waiting, is topped up to Q^u w_i (Algorithm 1 leaves it as it is, so a client that uses less
+   than its share slowly runs dry and then waits a whole round). A client seen for the first time
+   after the first refill starts at Q^u w_i, the counter it would have had if it had been idle in l
+   from the start. No client gains more than Q^u w_i per refill, and leaving and returning neither
+   forgives a debt (line 12 does: q_i < 0 becomes 0) nor earns credit.
+2. **Light clients first.** Among the waiting requests, those of clients with fewer than half the
+   average number of requests in flight (waiting or running, over the active clients) are scanned
+   first, in LPM order, then the rest in LPM order. Clients of comparable load are ordered by LPM
+   alone, as in DLPM, so a light client's few requests jump the queue and nothing else changes.
+   The credit check of line 21 and the refill condition are unchanged: a client is admitted only
+   with q_i > 0.
+
+Bound: the proof of 000 Thm 4.1 needs -U < q_i <= Q^u w_i, and that a client with a waiting
+request gains exactly Q^u w_i at each refill, which holds because refills happen only when no
+client with a waiting request has credit; the scan order plays no part in it. So two clients
+backlogged over [t1, t2] still receive service (per unit of weight) within 2 (U + Q^u) of each
+other. Locality: every client's own requests keep their LPM order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sglang_fair.admission.base import R
+from sglang_fair.admission.dlpm import DLPM
+from sglang_fair.admission.lpm import lpm_order
+
+
+class DLPMLight(DLPM):
+    name = "dlpm_light"
+
+    def _join(self, client: str) -> None:
+        """Instead of line 12: a returning client keeps its counter; a new one gets what it would
+        have had if it had been idle in l from the start."""
+        if client not in self.deficits:
+            fresh = self.config.quantum * self.cost.weight(client) if self.refills else 0.0
+            self.deficits[client] = fresh
+
+    def _refill(self) -> None:
+        """Line 7 over every client seen: q_i <= 0 gains Q^u w_i (as in Algorithm 1); a client with
+        credit left (none waiting, else there would be no refill) is topped up to Q^u w_i."""
+        for client, q in self.deficits.items():
+            full = self.config.quantum * self.cost.weight(client)
+            self.deficits[client] = min(q + full, full)
+        self.refills += 1
+
+    def order(self, waiting: Sequence[R]) -> list[R]:
+        """LPM order, with the requests of light clients (see :meth:`light_clients`) first."""
+        ordered = lpm_order(waiting)
+        light = self.light_clients()
+        if not light:
+            return ordered
+        first = [r for r in ordered if r.client in light]
+        if len(first) == len(ordered):
+            return ordered
+        return first + [r for r in ordered if r.client not in light]
+
+    def light_clients(self) -> set[str]:
+        """Active clients with fewer than half the average number of requests in flight (waiting or
+        running): a client that sends one request at a time next to a flood of them."""
+        book = self.book
+        inflight = {c: book.queued[c] + book.running[c] for c in set(book.queued) | set(book.running)}
+        inflight = {c: n for c, n in inflight.items() if n > 0}
+        total = sum(inflight.values())
+        return {c for c, n in inflight.items() if 2 * n * len(inflight) < total}
