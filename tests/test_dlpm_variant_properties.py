@@ -1,0 +1,169 @@
+"""``dlpm_light`` (admission/dlpm_light.py): its two changes on hand-built inputs, and 000 Thm 4.1
+as a property over the randomized workloads of the DLPM property tests."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import combinations
+
+from hypothesis import Phase, find, given, settings, target
+from hypothesis import strategies as st
+from test_fairness_properties import COST, PROPERTY, Workload, workloads
+
+from sglang_fair.admission import AdmissionConfig, make_admission_policy
+from sglang_fair.admission.budgets import SlotBudget
+from sglang_fair.admission.dlpm_light import DLPMLight
+from sglang_fair.core.cost import CostModel
+from support import admission_order, req, run_cluster
+
+
+@dataclass
+class R:
+    rid: int
+    client: str
+    input_len: int
+    cached_len: int = 0
+    arrival: float = 0.0
+
+
+def policy(name: str, quantum: float = 10.0, **weights: float):  # type: ignore[no-untyped-def]
+    return make_admission_policy(AdmissionConfig(name, quantum, CostModel(client_weights=weights)))
+
+
+def arrive(p, *reqs: R) -> list[R]:  # type: ignore[no-untyped-def]
+    for r in reqs:
+        p.on_arrival(r)
+    return list(reqs)
+
+
+# ---- change 1: counters outlive idle periods, refills top up ---------------------------------------
+def test_returning_client_keeps_its_counter_where_dlpm_resets_it() -> None:
+    for name, expected in (("dlpm", 0.0), ("dlpm_light", 90.0)):
+        p = policy(name, quantum=100)
+        [r] = arrive(p, R(1, "a", 10))
+        p.select([r], SlotBudget(1))
+        p.on_finish(r)
+        arrive(p, R(2, "a", 10))
+        assert p.counter("a") == expected, name
+
+
+def test_a_debt_is_not_forgiven_by_leaving() -> None:
+    p = policy("dlpm_light", quantum=10)
+    [r] = arrive(p, R(1, "a", 25))
+    p.select([r], SlotBudget(1))  # refill to 10, then charged 25
+    p.on_finish(r)
+    arrive(p, R(2, "a", 1))
+    assert p.counter("a") == -15  # dlpm would restart it at 0
+
+
+def test_refill_tops_up_idle_clients_and_adds_a_quantum_to_waiting_ones() -> None:
+    p = policy("dlpm_light", quantum=10, gold=2.0)
+    a, g = arrive(p, R(1, "a", 3), R(2, "gold", 4))
+    p.select([a, g], SlotBudget(2))
+    p.on_finish(a)
+    p.on_finish(g)
+    assert (p.counter("a"), p.counter("gold")) == (7, 16)
+    [b] = arrive(p, R(3, "b", 14))  # new after the first refill: a full quantum
+    assert p.counter("b") == 10
+    p.select([b], SlotBudget(1))
+    [b2] = arrive(p, R(4, "b", 5))
+    p.select([b2], SlotBudget(1))  # b (waiting) is at -4: refill; a and gold have nothing waiting
+    assert p.refills == 2
+    assert p.counter("b") == -4 + 10 - 5 and p.counter("a") == 10 and p.counter("gold") == 20
+
+
+def test_new_client_before_any_refill_starts_at_zero() -> None:
+    p = policy("dlpm_light", quantum=10)
+    arrive(p, R(1, "a", 3))
+    assert p.counter("a") == 0 and p.refills == 0
+
+
+# ---- change 2: light clients first ------------------------------------------------------------------
+def flood_and_light() -> tuple[list[R], R]:
+    heavy = [R(i, "heavy", 100, cached_len=90, arrival=float(i)) for i in range(8)]
+    return heavy, R(99, "light", 20, cached_len=0, arrival=9.0)
+
+
+def test_light_request_goes_before_a_flood_with_credit() -> None:
+    for name, first in (("dlpm", 0), ("dlpm_light", 99)):
+        p = policy(name, quantum=1000)
+        heavy, light = flood_and_light()
+        arrive(p, *heavy, light)
+        admitted = p.select([*heavy, light], SlotBudget(1))
+        assert [r.rid for r in admitted] == [first], name
+
+
+def test_light_client_without_credit_still_waits() -> None:
+    p = policy("dlpm_light", quantum=30)
+    heavy, light = flood_and_light()
+    [warm] = arrive(p, R(50, "light", 40))
+    p.select([warm], SlotBudget(1))  # refill to 30, charged 40: light owes 10
+    p.on_finish(warm)
+    arrive(p, *heavy, light)
+    assert [r.rid for r in p.select([*heavy, light], SlotBudget(1))] == [0]  # heavy has credit
+    assert p.counter("light") == -10
+
+
+def test_clients_of_comparable_load_keep_the_lpm_order() -> None:
+    p = policy("dlpm_light", quantum=1000)
+    waiting = arrive(p, *[R(i, "ab"[i % 2], 50, cached_len=i, arrival=float(i)) for i in range(6)])
+    assert isinstance(p, DLPMLight) and p.light_clients() == set()
+    assert [r.rid for r in p.select(waiting, SlotBudget(6))] == [5, 4, 3, 2, 1, 0]
+
+
+def test_fig2_light_client_is_served_before_the_heavy_run_on_the_step_loop() -> None:
+    def requests() -> list:  # type: ignore[type-arg]
+        prefix = list(range(100, 164))
+        heavy = [req(i, "heavy", prefix + [1000 + i] * 4, output_len=2) for i in range(8)]
+        return [*heavy, req(100, "light", [2000 + j for j in range(68)], output_len=2, arrival=1)]
+
+    orders = {}
+    for name in ("dlpm", "dlpm_light"):
+        cluster, _ = run_cluster(requests(), policy=name, capacity=600, max_running=1, quantum=200.0)
+        orders[name] = admission_order(cluster)
+    assert orders["dlpm_light"].index("light") == 1  # right after the request running when it came
+    assert orders["dlpm"].index("light") > 2  # behind heavy's run of credit
+
+
+# ---- 000 Thm 4.1, as a property ---------------------------------------------------------------------
+@PROPERTY
+@given(workloads())
+def test_dlpm_light_backlogged_service_difference_within_theorem_4_1(w: Workload) -> None:
+    _, rec = run_cluster(w.requests, policy="dlpm_light", capacity=w.capacity, quantum=w.quantum)
+    bound = 2 * (w.u(COST) + w.quantum)
+    target(rec.max_diff() / bound)
+    assert rec.max_diff() <= bound
+
+
+@PROPERTY
+@given(workloads(), st.lists(st.sampled_from([0.5, 1.0, 2.0, 3.0]), min_size=3, max_size=3))
+def test_weighted_dlpm_light_bound_on_service_per_unit_weight(w: Workload, weights: list[float]) -> None:
+    cost = CostModel(client_weights={f"c{i}": x for i, x in enumerate(weights)})
+    _, rec = run_cluster(w.requests, policy="dlpm_light", capacity=w.capacity, quantum=w.quantum, cost=cost)
+    u = w.u(cost)
+    for f, g in combinations(rec.clients, 2):
+        assert rec.pair_max_diff(f, g) <= 2 * w.quantum + u / cost.weight(f) + u / cost.weight(g)
+
+
+@PROPERTY
+@given(workloads())
+def test_dlpm_light_counters_stay_in_the_lemma_range(w: Workload) -> None:
+    cluster, _ = run_cluster(w.requests, policy="dlpm_light", capacity=w.capacity, quantum=w.quantum)
+    p = cluster.workers[0].policy
+    assert isinstance(p, DLPMLight)
+    for client, q in p.deficits.items():
+        assert -w.u(COST) < q <= w.quantum * p.cost.weight(client)  # 000 Thm A.1, (1) and (2)
+
+
+def test_bound_check_is_not_vacuous_lpm_violates_it_where_dlpm_light_keeps_it() -> None:
+    def lpm_breaks_bound(w: Workload) -> bool:
+        _, rec = run_cluster(w.requests, policy="lpm", capacity=w.capacity, quantum=w.quantum)
+        return rec.max_diff() > 2 * (w.u(COST) + w.quantum)
+
+    found = find(
+        workloads(max_requests=80), lpm_breaks_bound,
+        settings=settings(max_examples=5000, deadline=None, database=None, derandomize=True,
+                          phases=[Phase.generate]),
+    )
+    _, rec = run_cluster(found.requests, policy="dlpm_light", capacity=found.capacity, quantum=found.quantum)
+    assert rec.max_diff() <= 2 * (found.u(COST) + found.quantum)
