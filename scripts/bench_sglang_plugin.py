@@ -14,6 +14,10 @@
     python scripts/bench_sglang_plugin.py scenario --model DIR [--window 25]
         The end-to-end scenario of tests/e2e (heavy shared-prefix flood, backlogged medium client,
         light client) under lpm, fcfs, dlpm (Q^u 256) and vtc: light latency, requests done, hit rate.
+    python scripts/bench_sglang_plugin.py flood --model DIR [--window 20] [--only fcfs,dlpm_light]
+        The defaults under a flood (issue 16): one client keeps 32 requests over a shared 1,300-token
+        prefix in flight, two light clients send one short unique request at a time; lpm, fcfs, vtc,
+        dlpm (default Q^u and 256) and dlpm_light (default Q^u): light P99, per-client hit rate, tokens/s.
 Needs SGLang (scripts/install_sglang_cpu.sh).
 """
 
@@ -155,6 +159,30 @@ def scenario(model: Path, window: float) -> None:
         print(f"{name:>5}: {json.dumps(row)}")
 
 
+FLOOD_POLICIES = (("lpm", ()), ("fcfs", ()), ("vtc", ()), ("dlpm", ()), ("dlpm", ("--fair-quantum", "256")),
+                  ("dlpm_light", ()))
+
+
+def flood(model: Path, window: float, only: str) -> None:
+    """Defaults under a flood: light-client P99, the flooder's hit rate, throughput, per policy."""
+    import json
+
+    from sglang_fair.sglang_plugin.scenario import Workload, run_scenario
+    from sglang_fair.sglang_plugin.testing import running_server
+
+    workload = Workload(heavy_concurrency=32, medium_concurrency=0, light_clients=2)
+    args = ("--max-running-requests", "8", "--max-total-tokens", "60000")
+    wanted = {x.strip() for x in only.split(",") if x.strip()}
+    for name, extra in FLOOD_POLICIES:
+        label = name + (f"@{extra[1]}" if extra else "")
+        if wanted and label not in wanted:
+            continue
+        flags = ("--schedule-policy", name, *args, *extra)
+        with running_server(model, flags, Path(f"/tmp/bench-{label}.log")) as url:
+            row = run_scenario(url, workload, window).row()
+        print(f"{label:>10}: {json.dumps(row)}", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -167,11 +195,17 @@ def main() -> None:
     s = sub.add_parser("scenario")
     s.add_argument("--model", type=Path, required=True)
     s.add_argument("--window", type=float, default=25.0)
+    f = sub.add_parser("flood")
+    f.add_argument("--model", type=Path, required=True)
+    f.add_argument("--window", type=float, default=20.0)
+    f.add_argument("--only", default="", help="comma-separated labels, e.g. 'fcfs,dlpm_light'")
     args = parser.parse_args()
     if args.what == "overhead":
         overhead(args.steps)
     elif args.what == "throughput":
         throughput(args.model, args.window, args.rounds)
+    elif args.what == "flood":
+        flood(args.model, args.window, args.only)
     else:
         scenario(args.model, args.window)
 

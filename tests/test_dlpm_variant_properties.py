@@ -8,13 +8,13 @@ from itertools import combinations
 
 from hypothesis import Phase, find, given, settings, target
 from hypothesis import strategies as st
-from test_fairness_properties import COST, PROPERTY, Workload, workloads
 
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.budgets import SlotBudget
 from sglang_fair.admission.dlpm_light import DLPMLight
 from sglang_fair.core.cost import CostModel
 from support import admission_order, req, run_cluster
+from test_fairness_properties import COST, PROPERTY, Workload, workloads
 
 
 @dataclass

@@ -22,7 +22,8 @@ from sglang_fair.sglang_plugin.keys import KeyTable, load_key_file
 
 ENV_CONFIG = "SGLANG_FAIR_CONFIG"
 ENV_STATE_DIR = "SGLANG_FAIR_STATE_DIR"
-FAIR_POLICIES = ("dlpm", "dlpm_light", "vtc")  # added to SGLang's --schedule-policy choices; the rest stay SGLang's
+# added to SGLang's --schedule-policy choices; the rest stay SGLang's
+FAIR_POLICIES = ("dlpm", "dlpm_light", "vtc")
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ M = "sglang.srt.managers."
 H = "sglang.srt.entrypoints.http_server."
 DPC = M + "data_parallel_controller.DataParallelController."
 KV_EVENTS = "sglang.srt.disaggregation.kv_events."
+URC = "sglang.srt.mem_cache.unified_radix_cache.UnifiedRadixCache."
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,13 @@ HOOKS: tuple[Hook, ...] = (
     Hook(M + "tokenizer_manager.TokenizerManager.generate_request", "around",
          http_hooks.generate_request, ("self", "obj", "request")),
     Hook(M + "io_struct.GenerateReqInput.__getitem__", "after", http_hooks.batch_item, ("self", "i")),
+    # the radix cache's changes, for incremental matching of the waiting queue (match_index.py)
+    Hook(URC + "insert", "after", scheduler_hooks.tree_insert, ("self", "params")),
+    Hook(URC + "_evict_device_leaf", "after", scheduler_hooks.tree_node_gone, ("self", "node_id")),
+    Hook(URC + "_demote", "after", scheduler_hooks.tree_node_gone, ("self", "node_id")),
+    Hook(URC + "_drop_subtree_no_host", "after", scheduler_hooks.tree_changed, ("self", "node_id")),
+    Hook(URC + "reset", "after", scheduler_hooks.tree_changed, ("self",)),
+    Hook(URC + "load_back", "after", scheduler_hooks.tree_changed, ("self",)),
     # the global router (sglang-fair serve --dp-size N --load-balance-method d2lpm)
     Hook(DPC + "init_dispatcher", "after", controller_hooks.init_dispatcher, ("self",)),
     Hook(M + "scheduler_components.request_receiver.SchedulerRequestReceiver._pull_raw_reqs", "after",
@@ -64,6 +72,7 @@ HOOKS: tuple[Hook, ...] = (
 # Other SGLang names the hooks call or read (checked by the compatibility test too).
 USED_NAMES: tuple[str, ...] = (
     "sglang.srt.mem_cache.common.match_kv_cache",
+    "sglang.srt.mem_cache.unified_radix_cache.UnifiedRadixCache",
     M + "schedule_policy.AddReqResult",
     M + "schedule_policy.PrefillAdder.add_one_req",
     M + "schedule_policy.PrefillAdder.budget_state",

@@ -40,7 +40,8 @@ def check_combination(config: FairConfig, server_args: Any) -> None:
     defaults = FairConfig()
     fair = policy in FAIR_POLICIES
     if config.fair_quantum != defaults.fair_quantum and policy not in ("dlpm", "dlpm_light"):
-        raise ConfigError(f"--fair-quantum applies to --schedule-policy dlpm or dlpm_light only (got {policy})")
+        raise ConfigError(
+            f"--fair-quantum applies to --schedule-policy dlpm or dlpm_light only (got {policy})")
     if config.weights() and not fair:
         raise ConfigError(f"client weights need --schedule-policy dlpm, dlpm_light or vtc (got {policy})")
     if config.key_table.enabled and getattr(server_args, "api_key", None):

@@ -3,7 +3,7 @@
 * ``heavy``: ``heavy_concurrency`` requests in flight, each a long shared prefix plus a short question
   (the radix cache holds the prefix, so each costs little extend);
 * ``medium``: ``medium_concurrency`` requests in flight of unique mid-length prompts (backlogged, uncached);
-* ``light``: one unique short prompt at a time.
+* ``light`` (and ``light2``, ... with ``light_clients`` > 1): one unique short prompt at a time.
 Every request asks for ``max_tokens`` output tokens with ``ignore_eos``. The summary gives the light
 client's latency percentiles (censored, see :mod:`loadgen`), requests done per client, the prefix-cache
 hit rate (cached / prompt tokens over finished requests) and, for fair policies, the service each
@@ -15,6 +15,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ class Workload:
     heavy_concurrency: int = 24
     medium_concurrency: int = 6
     max_tokens: int = 32
+    light_clients: int = 1  # named light, light2, light3, ...
     keys: dict[str, str] = field(default_factory=dict)  # client -> API key (empty: header identity)
 
     def specs(self) -> list[ClientSpec]:
@@ -54,18 +56,23 @@ class Workload:
         def medium(i: int) -> str:
             return words(20_000 + i, self.medium_words)
 
-        def light(i: int) -> str:
-            return words(30_000 + i, self.light_words)
-
         def headers(name: str) -> tuple[tuple[str, str], ...]:
             key = self.keys.get(name)
             return (("Authorization", f"Bearer {key}"),) if key else ()
 
-        return [
-            ClientSpec("heavy", self.heavy_concurrency, heavy, self.max_tokens, headers("heavy")),
-            ClientSpec("medium", self.medium_concurrency, medium, self.max_tokens, headers("medium")),
-            ClientSpec("light", 1, light, self.max_tokens, headers("light")),
-        ]
+        def light_n(k: int) -> Callable[[int], str]:
+            return lambda i: words(30_000 + 1_000 * k + i, self.light_words)
+
+        specs = [ClientSpec("heavy", self.heavy_concurrency, heavy, self.max_tokens, headers("heavy"))]
+        if self.medium_concurrency:
+            specs.append(ClientSpec("medium", self.medium_concurrency, medium, self.max_tokens,
+                                    headers("medium")))
+        for k, name in enumerate(self.light_names()):
+            specs.append(ClientSpec(name, 1, light_n(k), self.max_tokens, headers(name)))
+        return specs
+
+    def light_names(self) -> list[str]:
+        return ["light"] + [f"light{k + 1}" for k in range(1, self.light_clients)]
 
 
 @dataclass
@@ -75,6 +82,7 @@ class Summary:
     done: dict[str, int]
     hit_rate: float
     output_tokens_per_s: float
+    client_hit_rate: dict[str, float]  # per client: cached / prompt tokens of its finished requests
     service_delta: dict[str, float]  # from /fairness between the snapshots (fair policies only)
 
     def row(self) -> dict[str, Any]:
@@ -82,6 +90,7 @@ class Summary:
             "light_p50_s": round(self.light_p50, 3), "light_p99_s": round(self.light_p99, 3),
             "done": self.done, "hit_rate": round(self.hit_rate, 4),
             "output_tok_per_s": round(self.output_tokens_per_s, 1),
+            "client_hit_rate": {k: round(v, 4) for k, v in self.client_hit_rate.items()},
             "service_delta": {k: round(v, 1) for k, v in self.service_delta.items()},
         }
 
@@ -118,20 +127,24 @@ def run_scenario(url: str, workload: Workload, duration: float, warm: float = 4.
 def summarize(
     results: dict[str, ClientResult], end: float, duration: float, snaps: list[dict[str, Any]]
 ) -> Summary:
-    light = results["light"].latencies(end)
+    light = [x for name, r in results.items() if name.startswith("light") for x in r.latencies(end)]
     done = {name: len(r.done()) for name, r in results.items()}
     finished = [o for r in results.values() for o in r.done()]
-    prompt = sum(o.prompt_tokens for o in finished)
-    cached = sum(o.cached_tokens for o in finished)
     out_tokens = sum(o.completion_tokens for o in finished)
     delta: dict[str, float] = {}
     if len(snaps) == 2:
-        for client in ("heavy", "medium", "light"):
+        for client in sorted(results):
             before = (snaps[0].get(client) or {}).get("service", 0.0)
             after = (snaps[1].get(client) or {}).get("service", 0.0)
             delta[client] = float(after) - float(before)
+    hits = {name: _hit_rate(r.done()) for name, r in results.items()}
     return Summary(
         light_p50=percentile(light, 50), light_p99=percentile(light, 99), done=done,
-        hit_rate=cached / prompt if prompt else 0.0, output_tokens_per_s=out_tokens / duration,
-        service_delta=delta,
+        hit_rate=_hit_rate(finished), output_tokens_per_s=out_tokens / duration,
+        service_delta=delta, client_hit_rate=hits,
     )
+
+
+def _hit_rate(finished: list[Any]) -> float:
+    prompt = sum(o.prompt_tokens for o in finished)
+    return sum(o.cached_tokens for o in finished) / prompt if prompt else 0.0

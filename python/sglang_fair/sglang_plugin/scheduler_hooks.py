@@ -12,6 +12,7 @@ from typing import Any
 from sglang_fair.admission import make_admission_policy
 from sglang_fair.sglang_plugin.adder import fair_adder_class
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, config_from_env
+from sglang_fair.sglang_plugin.match_index import INDEX_ATTR
 from sglang_fair.sglang_plugin.publish import Publisher, state_dir
 from sglang_fair.sglang_plugin.state import FairState
 
@@ -40,23 +41,47 @@ def validate_policy(original: Any, self: Any, policy: str, tree_cache: Any) -> A
 
 
 def calc_priority(original: Any, self: Any, waiting_queue: list[Any], *args: Any, **kwargs: Any) -> Any:
-    """AROUND ``SchedulePolicy.calc_priority``: match every waiting request against the radix cache.
+    """AROUND ``SchedulePolicy.calc_priority``: the cached prefix of every waiting request.
 
-    SGLang matches at most 128 waiting requests (then falls back to FCFS); DLPM reads the cached
-    prefix of every request and sorts in the core (one sort, any queue length). VTC's order does not
-    depend on the cache, so its queue is not matched here (admitted requests are matched by
-    ``init_next_round_input`` in the budget, as in SGLang).
+    SGLang matches at most 128 waiting requests (then falls back to FCFS); DLPM needs the cached
+    prefix of every request, and keeps them in LPM order in the state (any queue length). Only the
+    requests whose match can have changed since the last step are matched again
+    (:mod:`match_index`). VTC's order does not depend on the cache, so its queue is not matched here
+    (admitted requests are matched by ``init_next_round_input`` in the budget, as in SGLang).
     """
     state = state_of(self)
     if state is None:
         return original(self, waiting_queue, *args, **kwargs)
-    from sglang.srt.mem_cache.common import match_kv_cache
-
-    if state.policy.name in CACHE_ORDERED and not getattr(self.tree_cache, "disable", False):
-        for req in waiting_queue:
-            match_kv_cache(req, self.tree_cache)
     state.reconcile(waiting_queue)
+    if cache_ordered(state, self.tree_cache):
+        state.match(self.tree_cache)
     return None
+
+
+def cache_ordered(state: FairState, tree_cache: Any) -> bool:
+    """Does ``state``'s policy order by the cached prefix, with a cache to match against?"""
+    return state.policy.name in CACHE_ORDERED and not getattr(tree_cache, "disable", False)
+
+
+def tree_insert(result: Any, self: Any, params: Any, *args: Any, **kwargs: Any) -> None:
+    """AFTER ``UnifiedRadixCache.insert``: requests whose match can grow are matched again."""
+    index = getattr(self, INDEX_ATTR, None)
+    if index is not None and result is not None:
+        index.on_insert(params.key, result.prefix_len)
+
+
+def tree_node_gone(_result: Any, self: Any, node_id: Any, *args: Any, **kwargs: Any) -> None:
+    """AFTER ``UnifiedRadixCache._evict_device_leaf`` / ``_demote``: matches that ended there."""
+    index = getattr(self, INDEX_ATTR, None)
+    if index is not None:
+        index.on_node_gone(node_id)
+
+
+def tree_changed(_result: Any, self: Any, *args: Any, **kwargs: Any) -> None:
+    """AFTER a tree change the index does not follow in detail (reset, subtree drop, load back)."""
+    index = getattr(self, INDEX_ATTR, None)
+    if index is not None:
+        index.on_unknown_change()
 
 
 def prefill_adder_class(original: Any, self: Any) -> Any:

@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglang_fair.admission import AdmissionPolicy, Budget
+from sglang_fair.admission.lpm import LpmQueue
 from sglang_fair.core.cost import CostModel
+from sglang_fair.sglang_plugin import match_index
+from sglang_fair.sglang_plugin.match_index import INDEX_ATTR, MatchIndex
 
 WAITING, RUNNING = "waiting", "running"
 
@@ -50,6 +53,28 @@ class ReqAdapter:
     def cached_len(self) -> int:
         """The prefix the radix cache matched in SGLang's last match (capped at the input length)."""
         return max(0, min(int(getattr(self.req, "prefix_len", 0) or 0), self.input_len))
+
+
+def _rid(req: Any) -> Hashable:
+    rid: Hashable = req.rid
+    return rid
+
+
+class _Tried:
+    """A budget that remembers the requests it refused."""
+
+    def __init__(self, budget: Budget) -> None:
+        self.budget = budget
+        self.refused: list[ReqAdapter] = []
+
+    def try_add(self, req: Any) -> bool:
+        if self.budget.try_add(req):
+            return True
+        self.refused.append(req)
+        return False
+
+    def exhausted(self) -> bool:
+        return self.budget.exhausted()
 
 
 def client_of(req: Any) -> str:
@@ -79,6 +104,9 @@ class FairState:
         self.totals: defaultdict[str, TokenTotals] = defaultdict(TokenTotals)
         self._seq = 0
         self.version = 0  # bumps on every change, for the publisher
+        self.queue: LpmQueue[ReqAdapter] = LpmQueue()  # the waiting requests in LPM order
+        self.index: MatchIndex | None = None  # set by match() when the tree supports it
+        self._matched_tree: Any = None
 
     # ---- queue events --------------------------------------------------------------------------
     def arrive(self, req: Any) -> None:
@@ -95,26 +123,61 @@ class FairState:
             self.policy.on_arrival(ad)
         ad.status = WAITING
         self.waiting[rid] = ad
+        self.queue.push(ad)
+        if self.index is not None:
+            self.index.add(req)
         self.version += 1
+
+    def _leave_waiting(self, rid: Hashable) -> ReqAdapter:
+        self.queue.remove(rid)
+        if self.index is not None:
+            self.index.discard(rid)
+        return self.waiting.pop(rid)
 
     def reconcile(self, waiting_queue: Sequence[Any]) -> None:
         """Match the state to SGLang's waiting queue: adopt unseen requests, drop vanished ones."""
-        present = set()
+        present = set(map(_rid, waiting_queue))
+        if len(present) == len(self.waiting) and present == self.waiting.keys():
+            return
         for req in waiting_queue:
-            present.add(req.rid)
             if req.rid not in self.waiting:
                 self.arrive(req)
-        for rid in [r for r in self.waiting if r not in present]:
-            self.policy.on_drop(self.waiting.pop(rid))
+        for rid in self.waiting.keys() - present:
+            self.policy.on_drop(self._leave_waiting(rid))
             self.version += 1
 
+    def match(self, tree: Any) -> None:
+        """Set every waiting request's cached prefix from ``tree``: only those whose match can have
+        changed when the tree supports it (:mod:`match_index`), else all of them."""
+        if tree is not self._matched_tree:
+            self._matched_tree = tree
+            self.index = MatchIndex(getattr(tree, "page_size", 1)) if match_index.supported(tree) else None
+            if self.index is not None:
+                setattr(tree, INDEX_ATTR, self.index)
+                for ad in self.waiting.values():
+                    self.index.add(ad.req)
+        if self.index is None:
+            from sglang.srt.mem_cache.common import match_kv_cache
+
+            for ad in self.waiting.values():
+                match_kv_cache(ad.req, tree)
+            self.queue.rebuild(self.waiting.values())
+            return
+        for req in self.index.refresh(tree):
+            self.queue.push(self.waiting[req.rid])
+
     def select(self, waiting_queue: Sequence[Any], budget: Budget) -> list[Any]:
-        """Run the policy's admission over the waiting queue; return the admitted SGLang requests."""
+        """Run the policy's admission over the waiting queue; return the admitted SGLang requests.
+        Once :meth:`match` runs (cache-ordered policies), the policy gets the queue in LPM order."""
         self.reconcile(waiting_queue)
-        candidates = [self.waiting[r.rid] for r in waiting_queue]
-        admitted = self.policy.select(candidates, budget)
+        if self._matched_tree is not None:
+            candidates: Sequence[ReqAdapter] = self.queue.ordered()
+        else:
+            candidates = [self.waiting[r.rid] for r in waiting_queue]
+        tried = _Tried(budget)
+        admitted = self.policy.select(candidates, tried)
         for ad in admitted:
-            self.waiting.pop(ad.rid, None)
+            self._leave_waiting(ad.rid)
             ad.status = RUNNING
             self.running[ad.rid] = ad
             if not ad.admitted:
@@ -123,6 +186,11 @@ class FairState:
                 t.requests += 1
                 t.input_tokens += ad.input_len
                 t.cached_tokens += ad.cached_len
+        for ad in tried.refused:  # matched afresh by the budget (init_next_round_input)
+            if ad.rid in self.waiting:
+                self.queue.push(ad)
+                if self.index is not None:
+                    self.index.adopt(ad.req)
         if admitted:
             self.version += 1
         return [ad.req for ad in admitted]
