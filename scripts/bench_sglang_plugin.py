@@ -1,13 +1,15 @@
 """Benchmarks of the SGLang plugin on CPU; prints the figures (recorded in docs/benchmarks.md).
 
-    python scripts/bench_sglang_plugin.py overhead [--steps 200]
-        Scheduler overhead per step with 100 and 1,000 waiting requests, in one process, on the same
-        queue: SGLang's own ``lpm`` (``SchedulePolicy.calc_priority``) against the plugin's ``dlpm``
-        (the hooked ``calc_priority`` — radix match of every waiting request — plus the core's
-        ``select``). The PrefillAdder's own work (``add_one_req`` on admitted requests) is common to
-        both and left out: the budget admits 8 requests per step. The tree is SGLang's Python
-        ``RadixCache.create_simulated()`` holding one 1,300-token prefix that half the requests share
-        (the live server uses the Rust ``UnifiedRadixCache``, whose matching is faster).
+    python scripts/bench_sglang_plugin.py overhead [--steps 200] [--sizes 100,1000,10000]
+        Scheduler overhead per step with 100, 1,000 and 10,000 waiting requests, in one process, on
+        the same queue: SGLang's own ``lpm`` and ``fcfs`` (``SchedulePolicy.calc_priority``) against
+        the plugin's policies (the hooked ``calc_priority`` — radix matching of the waiting requests
+        whose match can have changed — plus the core's ``select``), and ``dlpm`` matching every
+        waiting request every step (the plugin before incremental matching). The PrefillAdder's own
+        work (``add_one_req`` on admitted requests) is common to all and left out: the budget admits
+        8 requests per step. The cache is the one the live server builds (``UnifiedRadixCache``,
+        Rust tree core, 60,000 KV tokens) holding one 1,300-token prefix that half the requests
+        share; admitted requests publish prompt + output into it (evicting when full).
     python scripts/bench_sglang_plugin.py throughput --model DIR [--window 20] [--rounds 2]
         Output tokens/s of the CPU server under lpm and dlpm, alternating, with well-behaved clients
         (4 clients, each 4 requests in flight over its own shared prefix).
@@ -55,29 +57,43 @@ def make_req(i: int) -> Any:
     return Req(f"r{i}", "", array("q", ids), SamplingParams(max_new_tokens=32), routing_key=f"c{i % 4}")
 
 
-def make_tree() -> Any:
-    import torch
-    from sglang.srt.mem_cache.base_prefix_cache import InsertParams
-    from sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
+class Tree:
+    """SGLang's serving-path cache (UnifiedRadixCache, Rust tree core) holding PREFIX; finished
+    requests publish their sequences into it, evicting least-recently-used nodes when full."""
 
-    tree = RadixCache.create_simulated()
-    key = RadixKey(token_ids=array("q", PREFIX))
-    tree.insert(InsertParams(key=key, value=torch.zeros(len(PREFIX), dtype=torch.int64)))
-    return tree
+    def __init__(self, kv_tokens: int = 60_000) -> None:
+        from sglang_fair.sglang_plugin.testing import unified_radix_cache
+
+        self.cache, self.allocator = unified_radix_cache(kv_tokens)
+        self.publish(PREFIX)
+
+    def publish(self, tokens: list[int]) -> None:
+        from sglang.srt.mem_cache.base_prefix_cache import EvictParams, InsertParams
+        from sglang.srt.mem_cache.radix_cache import RadixKey
+
+        value = self.allocator.alloc(len(tokens))
+        if value is None:
+            self.cache.evict(EvictParams(num_tokens=len(tokens)))
+            value = self.allocator.alloc(len(tokens))
+        if value is not None:
+            self.cache.insert(InsertParams(key=RadixKey(array("q", tokens)), value=value))
 
 
-def step_times(policy_name: str, n_waiting: int, steps: int) -> tuple[list[float], list[float]]:
+def step_times(policy_name: str, n_waiting: int, steps: int) -> tuple[list[float], list[float], int]:
     """Seconds per scheduler step (calc_priority [+ select]) with ``n_waiting`` waiting requests,
-    and the part of it spent in the core's ``select``."""
+    the part of it spent in ``select``, and the radix matches the plugin made after the first step.
+    Each step 8 requests are admitted, run (32 output tokens), publish prompt + output into the
+    cache and are replaced by new arrivals, as in a busy server."""
     from sglang.srt.managers.schedule_policy import SchedulePolicy
 
     from sglang_fair.sglang_plugin.scheduler_hooks import state_of
 
-    policy = SchedulePolicy(policy_name, make_tree(), False, False, False)
+    tree = Tree()
+    policy = SchedulePolicy(policy_name, tree.cache, False, False, False)
     state = state_of(policy)
     queue = [make_req(i) for i in range(n_waiting)]
-    next_id, times, select_times = n_waiting, [], []
-    for _ in range(steps):
+    next_id, times, select_times, matches = n_waiting, [], [], 0
+    for step in range(steps):
         t0 = time.perf_counter()
         policy.calc_priority(queue)
         t1 = time.perf_counter()
@@ -85,10 +101,13 @@ def step_times(policy_name: str, n_waiting: int, steps: int) -> tuple[list[float
         t2 = time.perf_counter()
         times.append(t2 - t0)
         select_times.append(t2 - t1)
+        if step == 0 and state is not None and state.index is not None:
+            matches = -state.index.matches
         gone = set(map(id, admitted))
         queue = [r for r in queue if id(r) not in gone]
-        for req in admitted:  # they run and finish: outputs charged, then replaced by new arrivals
-            req.output_ids.extend([1] * 32)
+        for req in admitted:
+            req.output_ids.extend([7] * 32)
+            tree.publish(list(req.origin_input_ids) + list(req.output_ids))
             req.finished = lambda: True
         if state is not None:
             state.after_step()
@@ -97,28 +116,41 @@ def step_times(policy_name: str, n_waiting: int, steps: int) -> tuple[list[float
         if state is not None:
             for req in queue[-len(admitted):]:
                 state.arrive(req)
-    return times, select_times
+    if state is not None and state.index is not None:
+        matches += state.index.matches
+    return times, select_times, matches
 
 
-def overhead(steps: int) -> None:
+def overhead(steps: int, sizes: list[int]) -> None:
     from sglang.srt.plugins import load_plugins
 
     os.environ.setdefault("SGLANG_PLUGINS", "sglang_fair")
     load_plugins()
     from sglang.srt.runtime_context import SpawnRanks, publish
-    from sglang.srt.server_args import ServerArgs
+    from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
+
+    from sglang_fair.sglang_plugin import match_index
 
     # SGLang's runtime config, as its own tests publish it (sglang.test.test_utils.published_topology)
     ranks = SpawnRanks(world_rank=0, dp_rank=None)
-    publish(ServerArgs(model_path="dummy", device="cpu"), role="test", ranks=ranks)
-    print(f"{'waiting':>8} {'policy':>6} {'median ms':>10} {'p90 ms':>8} {'of which select, median ms':>27}")
-    for n in (100, 1000):
-        for name in ("lpm", "dlpm", "vtc"):
-            all_times, select_times = step_times(name, n, steps)
+    args = ServerArgs(model_path="dummy", device="cpu")
+    publish(args, role="test", ranks=ranks)
+    set_global_server_args_for_scheduler(args)
+    incremental = match_index.supported
+    print(f"{'waiting':>8} {'policy':>22} {'median ms':>10} {'p90 ms':>8} {'select ms':>10} {'matches/step':>13}")
+    for n in sizes:
+        for name, label in (("lpm", "sglang lpm"), ("fcfs", "sglang fcfs"), ("dlpm", "dlpm full re-match"),
+                            ("dlpm", "dlpm"), ("dlpm_light", "dlpm_light"), ("vtc", "vtc")):
+            match_index.supported = (lambda tree: False) if label.endswith("re-match") else incremental
+            all_times, select_times, matches = step_times(name, n, steps)
             times = sorted(all_times[5:])
             med, p90 = statistics.median(times) * 1e3, times[int(0.9 * len(times))] * 1e3
-            sel = statistics.median(select_times[5:]) * 1e3 if name != "lpm" else 0.0
-            print(f"{n:>8} {name:>6} {med:>10.3f} {p90:>8.3f} {sel:>27.3f}")
+            sel = statistics.median(select_times[5:]) * 1e3 if name not in ("lpm", "fcfs") else 0.0
+            per_step = f"{matches / (steps - 1):.1f}" if name.startswith("dlpm") and matches else "-"
+            if label.endswith("re-match"):
+                per_step = str(n)
+            print(f"{n:>8} {label:>22} {med:>10.3f} {p90:>8.3f} {sel:>10.3f} {per_step:>13}", flush=True)
+    match_index.supported = incremental
 
 
 def throughput(model: Path, window: float, rounds: int) -> None:
@@ -188,6 +220,7 @@ def main() -> None:
     sub = parser.add_subparsers(dest="what", required=True)
     o = sub.add_parser("overhead")
     o.add_argument("--steps", type=int, default=200)
+    o.add_argument("--sizes", default="100,1000,10000", help="waiting-queue lengths")
     t = sub.add_parser("throughput")
     t.add_argument("--model", type=Path, required=True)
     t.add_argument("--window", type=float, default=20.0)
@@ -201,7 +234,7 @@ def main() -> None:
     f.add_argument("--only", default="", help="comma-separated labels, e.g. 'fcfs,dlpm_light'")
     args = parser.parse_args()
     if args.what == "overhead":
-        overhead(args.steps)
+        overhead(args.steps, [int(x) for x in args.sizes.split(",")])
     elif args.what == "throughput":
         throughput(args.model, args.window, args.rounds)
     elif args.what == "flood":

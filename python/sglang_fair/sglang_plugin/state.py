@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from sglang_fair.admission import AdmissionPolicy, Budget
@@ -32,6 +33,7 @@ from sglang_fair.sglang_plugin import match_index
 from sglang_fair.sglang_plugin.match_index import INDEX_ATTR, MatchIndex
 
 WAITING, RUNNING = "waiting", "running"
+_RID = attrgetter("rid")
 
 
 class ReqAdapter:
@@ -53,11 +55,6 @@ class ReqAdapter:
     def cached_len(self) -> int:
         """The prefix the radix cache matched in SGLang's last match (capped at the input length)."""
         return max(0, min(int(getattr(self.req, "prefix_len", 0) or 0), self.input_len))
-
-
-def _rid(req: Any) -> Hashable:
-    rid: Hashable = req.rid
-    return rid
 
 
 class _Tried:
@@ -136,9 +133,10 @@ class FairState:
 
     def reconcile(self, waiting_queue: Sequence[Any]) -> None:
         """Match the state to SGLang's waiting queue: adopt unseen requests, drop vanished ones."""
-        present = set(map(_rid, waiting_queue))
-        if len(present) == len(self.waiting) and present == self.waiting.keys():
-            return
+        known = self.waiting.__contains__
+        if len(waiting_queue) == len(self.waiting) and all(map(known, map(_RID, waiting_queue))):
+            return  # the same requests (rids are unique), checked without a Python-level loop
+        present = set(map(_RID, waiting_queue))
         for req in waiting_queue:
             if req.rid not in self.waiting:
                 self.arrive(req)
