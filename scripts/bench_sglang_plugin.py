@@ -137,7 +137,8 @@ def overhead(steps: int, sizes: list[int]) -> None:
     publish(args, role="test", ranks=ranks)
     set_global_server_args_for_scheduler(args)
     incremental = match_index.supported
-    print(f"{'waiting':>8} {'policy':>22} {'median ms':>10} {'p90 ms':>8} {'select ms':>10} {'matches/step':>13}")
+    print(f"{'waiting':>8} {'policy':>22} {'median ms':>10} {'p90 ms':>8} {'select ms':>10} "
+          f"{'matches/step':>13}")
     for n in sizes:
         for name, label in (("lpm", "sglang lpm"), ("fcfs", "sglang fcfs"), ("dlpm", "dlpm full re-match"),
                             ("dlpm", "dlpm"), ("dlpm_light", "dlpm_light"), ("vtc", "vtc")):

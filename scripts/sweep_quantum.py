@@ -16,7 +16,7 @@ Scenarios, one simulated A100 + Llama-3.1-8B worker each:
 Per run: light P99 (flood: the two light clients' requests; paper workloads: the well-behaved
 clients' programs; unfinished ones count as waiting until the end of the run), the
 flooding client's (c0's) cache hit rate, throughput (perceived service per second) and the largest
-service gap between backlogged clients against 000 Thm 4.1's 2 (U + Q^u).
+service gap between backlogged clients and Jain's index of the clients' service rates.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ def measure(res: RunResult, light: tuple[str, ...] | None) -> dict[str, Any]:
         "light_p99_s": p99,
         "flooder_hit_rate": round(sum(r.cached_len for r in c0) / max(1, sum(r.input_len for r in c0)), 4),
         "throughput": s["throughput"],
+        "jain_index": s["jain_index"],
         "max_backlogged_service_diff": s["max_backlogged_service_diff"],
     }
 
@@ -111,13 +112,14 @@ def sweep(names: list[str], qus: list[float], duration: float) -> list[dict[str,
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = f"{'scenario':<9} {'policy':<10} {'Q^u':>6} {'light P99 s':>11} {'c0 hit':>7} {'thr tok/s':>10}"
+    head = (f"{'scenario':<9} {'policy':<10} {'Q^u':>6} {'light P99 s':>11} {'c0 hit':>7} {'thr tok/s':>10} "
+            f"{'Jain':>6}")
     lines = [head]
     for r in rows:
         q = f"{r['q_u']:g}" if r["q_u"] else "-"
         p99 = "-" if r["light_p99_s"] is None else f"{r['light_p99_s']:.2f}"
         lines.append(f"{r['scenario']:<9} {r['policy']:<10} {q:>6} {p99:>11} {r['flooder_hit_rate']:>7.4f} "
-                     f"{r['throughput']:>10.0f}")
+                     f"{r['throughput']:>10.0f} {r['jain_index']:>6.3f}")
     return "\n".join(lines)
 
 

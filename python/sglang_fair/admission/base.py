@@ -61,16 +61,29 @@ class Budget(Protocol):
         ...
 
 
+# Q^u when none is given, per policy (docs/results.md, "Defaults for a light client"): dlpm_light
+# protects a light client at any Q^u, so its default favours locality under memory pressure;
+# dlpm as written keeps the quantum it always had (a smaller one protects a light client better,
+# a larger one keeps locality better; no single value does both).
+DEFAULT_QUANTUM = {"dlpm": 4096.0, "dlpm_light": 16384.0}
+
+
+def default_quantum(policy: str) -> float:
+    return DEFAULT_QUANTUM.get(policy, 4096.0)
+
+
 @dataclass(frozen=True)
 class AdmissionConfig:
     """Configuration of a worker's admission policy."""
 
-    policy: str = "dlpm"
-    quantum: float = 4096.0  # Q^u of DLPM: service refilled per round (times the client's weight)
+    policy: str = "dlpm_light"
+    quantum: float = 0.0  # Q^u of DLPM: service per refill (times the client's weight); 0: default
     cost: CostModel = field(default_factory=CostModel)
 
     def __post_init__(self) -> None:
-        require(self.quantum > 0, f"quantum (Q^u) must be > 0, got {self.quantum}")
+        require(self.quantum >= 0, f"quantum (Q^u) must be >= 0 (0: the default), got {self.quantum}")
+        if self.quantum == 0:
+            object.__setattr__(self, "quantum", default_quantum(self.policy))
 
 
 def extend_len(req: WaitingRequest) -> int:

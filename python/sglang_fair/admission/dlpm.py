@@ -72,11 +72,15 @@ class DLPM(AdmissionPolicy):
         while queue and progress and not budget.exhausted():
             progress = False
             remaining: list[R] = []
+            deficits = self.deficits
             for i, req in enumerate(queue):
+                client = req.client
+                if credit and deficits[client] <= 0:  # skipped, and no refill: a queued client has credit
+                    remaining.append(req)
+                    continue
                 if budget.exhausted():
                     remaining.extend(queue[i:])
                     break
-                client = req.client
                 if self.deficits[client] <= 0:  # line 20: CHECKREFILL
                     if credit is None:
                         credit = self._queued_client_has_credit()

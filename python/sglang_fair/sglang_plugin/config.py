@@ -30,7 +30,9 @@ FAIR_POLICIES = ("dlpm", "dlpm_light", "vtc")
 class FairConfig:
     """Flags of ``sglang-fair serve`` (each field is one ``--fair-...`` or ``--client-...`` flag)."""
 
-    fair_quantum: float = field(default=4096.0, metadata={"help": "DLPM quantum Q^u (service per refill)"})
+    fair_quantum: float = field(default=0.0, metadata={
+        "help": "DLPM quantum Q^u (service per refill); 0: the default (dlpm 4096, dlpm_light 16384)",
+    })
     fair_w_e: float = field(default=1.0, metadata={"help": "cost weight w_e of an extend (uncached) token"})
     fair_w_q: float = field(default=2.0, metadata={"help": "cost weight w_q of an output token"})
     client_weights: str = field(
@@ -43,7 +45,8 @@ class FairConfig:
     key_table: KeyTable = field(default_factory=KeyTable, metadata={"flag": False})
 
     def __post_init__(self) -> None:
-        require(self.fair_quantum > 0, f"--fair-quantum (Q^u) must be > 0, got {self.fair_quantum}")
+        require(self.fair_quantum >= 0,
+                f"--fair-quantum (Q^u) must be >= 0 (0: the policy's default), got {self.fair_quantum}")
         require(bool(self.client_header.strip()), "--client-header must not be empty")
         self.admission("dlpm")  # validates w_e, w_q and the weights once
 
