@@ -2,10 +2,11 @@
 against SGLang's FCFS, on the real server, under a flood.
 
 One client keeps 32 requests over a shared 1,300-token prefix in flight; two light clients send one
-short unique request at a time (``sglang_fair.sglang_plugin.scenario``, as in ``scripts/
-bench_sglang_plugin.py flood``). FCFS serves a light request after the flood's requests queued before
-it; SGLang's LPM starves it (tests/e2e/test_fair_dlpm_e2e.py); dlpm_light at its default quantum
-serves it next, without costing the flooding client its cache hits.
+short unique request at a time (``sglang_fair.sglang_plugin.scenario``, as ``scripts/
+bench_sglang_plugin.py flood``). Under FCFS a light request waits behind the flood's queued requests;
+under SGLang's LPM it starves (tests/e2e/test_fair_dlpm_e2e.py); dlpm_light at its default quantum
+serves it next, without costing the flood its cache hits. Measured on the shared 2-core machine
+(three runs): light P99 1.3-1.8 s under dlpm_light, 3.3-4.2 s under FCFS.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from sglang_fair.sglang_plugin.scenario import Summary, Workload
 pytestmark = pytest.mark.e2e
 
 FLOOD = Workload(heavy_concurrency=32, medium_concurrency=0, light_clients=2)
-WINDOW_S = 12.0
+WINDOW_S = 10.0
 
 
 @pytest.fixture(scope="module")
@@ -34,14 +35,17 @@ def runs(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     return out
 
 
+def light_done(summary: Summary) -> int:
+    return sum(n for client, n in summary.done.items() if client.startswith("light"))
+
+
 def test_default_dlpm_light_serves_light_clients_sooner_and_more_than_fcfs(runs: dict[str, Summary]) -> None:
     fcfs, fair = runs["fcfs"], runs["dlpm_light"]
-    light = sum(n for c, n in fair.done.items() if c.startswith("light"))
-    assert light >= 4, fair.row()
+    assert light_done(fair) >= 4, fair.row()
     assert fair.light_p99 <= 0.8 * fcfs.light_p99, (fair.row(), fcfs.row())
-    assert light >= sum(n for c, n in fcfs.done.items() if c.startswith("light")), (fair.row(), fcfs.row())
+    assert light_done(fair) >= light_done(fcfs), (fair.row(), fcfs.row())
 
 
-def test_default_dlpm_light_keeps_the_flooding_clients_cache_hits(runs: dict[str, Summary]) -> None:
+def test_default_dlpm_light_keeps_the_floods_cache_hits(runs: dict[str, Summary]) -> None:
     fcfs, fair = runs["fcfs"], runs["dlpm_light"]
     assert fair.client_hit_rate["heavy"] >= fcfs.client_hit_rate["heavy"] - 0.02, (fair.row(), fcfs.row())

@@ -83,6 +83,7 @@ class Summary:
     hit_rate: float
     output_tokens_per_s: float
     client_hit_rate: dict[str, float]  # per client: cached / prompt tokens of its finished requests
+    client_p50: dict[str, float]  # per client: median latency (censored, as the light percentiles)
     service_delta: dict[str, float]  # from /fairness between the snapshots (fair policies only)
 
     def row(self) -> dict[str, Any]:
@@ -91,6 +92,7 @@ class Summary:
             "done": self.done, "hit_rate": round(self.hit_rate, 4),
             "output_tok_per_s": round(self.output_tokens_per_s, 1),
             "client_hit_rate": {k: round(v, 4) for k, v in self.client_hit_rate.items()},
+            "client_p50_s": {k: round(v, 3) for k, v in self.client_p50.items()},
             "service_delta": {k: round(v, 1) for k, v in self.service_delta.items()},
         }
 
@@ -142,6 +144,7 @@ def summarize(
         light_p50=percentile(light, 50), light_p99=percentile(light, 99), done=done,
         hit_rate=_hit_rate(finished), output_tokens_per_s=out_tokens / duration,
         service_delta=delta, client_hit_rate=hits,
+        client_p50={name: percentile(r.latencies(end), 50) for name, r in results.items()},
     )
 
 
