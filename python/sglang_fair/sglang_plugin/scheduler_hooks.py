@@ -53,7 +53,7 @@ def calc_priority(original: Any, self: Any, waiting_queue: list[Any], *args: Any
     state = state_of(self)
     if state is None:
         return original(self, waiting_queue, *args, **kwargs)
-    state.reconcile(waiting_queue)
+    state.sync(waiting_queue)
     if cache_ordered(state, self.tree_cache):
         state.match(self.tree_cache)
     return None

@@ -33,6 +33,7 @@ from sglang_fair.sglang_plugin import match_index
 from sglang_fair.sglang_plugin.match_index import INDEX_ATTR, MatchIndex
 
 WAITING, RUNNING = "waiting", "running"
+FULL_CHECK_EVERY = 16
 _RID = attrgetter("rid")
 
 
@@ -104,6 +105,8 @@ class FairState:
         self.queue: LpmQueue[ReqAdapter] = LpmQueue()  # the waiting requests in LPM order
         self.index: MatchIndex | None = None  # set by match() when the tree supports it
         self._matched_tree: Any = None
+        self._steps = 0
+        self._synced: tuple[int, int, int] | None = None  # (list id, length, version) this step
 
     # ---- queue events --------------------------------------------------------------------------
     def arrive(self, req: Any) -> None:
@@ -130,6 +133,17 @@ class FairState:
         if self.index is not None:
             self.index.discard(rid)
         return self.waiting.pop(rid)
+
+    def sync(self, waiting_queue: Sequence[Any]) -> None:
+        """Once per scheduler step (calc_priority): :meth:`reconcile` when the queue's length differs
+        from the state's, and in full every ``FULL_CHECK_EVERY`` steps. Additions come through the
+        hooked ``_add_request_to_queue`` and admissions through the policy, so a removal the state did
+        not see (an abort) always shows as a difference in length; the periodic full check guards
+        against an addition that bypassed the hook."""
+        self._steps += 1
+        if len(waiting_queue) != len(self.waiting) or self._steps % FULL_CHECK_EVERY == 0:
+            self.reconcile(waiting_queue)
+        self._synced = (id(waiting_queue), len(waiting_queue), self.version)
 
     def reconcile(self, waiting_queue: Sequence[Any]) -> None:
         """Match the state to SGLang's waiting queue: adopt unseen requests, drop vanished ones."""
@@ -167,7 +181,8 @@ class FairState:
     def select(self, waiting_queue: Sequence[Any], budget: Budget) -> list[Any]:
         """Run the policy's admission over the waiting queue; return the admitted SGLang requests.
         Once :meth:`match` runs (cache-ordered policies), the policy gets the queue in LPM order."""
-        self.reconcile(waiting_queue)
+        if self._synced != (id(waiting_queue), len(waiting_queue), self.version):
+            self.reconcile(waiting_queue)  # not the list calc_priority just synced
         if self._matched_tree is not None:
             candidates: Sequence[ReqAdapter] = self.queue.ordered()
         else:
@@ -196,6 +211,7 @@ class FairState:
     # ---- step results --------------------------------------------------------------------------
     def after_step(self) -> None:
         """Charge new output tokens of running requests; retire the finished ones."""
+        self._synced = None
         for rid, ad in list(self.running.items()):
             produced = len(ad.req.output_ids)
             if produced > ad.out_seen:
