@@ -138,3 +138,22 @@ def test_without_the_tree_notifications_the_check_finds_stale_matches() -> None:
         rig.step()
         wrong += rig.check()
     assert wrong > 0
+
+
+def test_sync_sees_an_abort_at_once_and_an_unhooked_addition_within_the_full_check_period() -> None:
+    from sglang_fair.sglang_plugin.state import FULL_CHECK_EVERY
+
+    state = FairState(make_admission_policy(AdmissionConfig("dlpm")))
+    queue = [make_req(f"q{i}", [1, 2, 3, i]) for i in range(5)]
+    for req in queue:
+        state.arrive(req)
+    state.sync(queue)
+    queue.pop(2)  # aborted while waiting: SGLang pops it, no hook tells the state
+    state.sync(queue)
+    assert set(state.waiting) == {r.rid for r in queue}
+    queue[0] = make_req("stranger", [9, 9])  # swapped in without the hook: same length
+    steps = 0
+    while "stranger" not in state.waiting:
+        state.sync(queue)
+        steps += 1
+    assert steps <= FULL_CHECK_EVERY and set(state.waiting) == {r.rid for r in queue}
