@@ -31,7 +31,8 @@ def test_negative_lengths_are_rejected() -> None:
 
 
 def test_unknown_policy_lists_known_names() -> None:
-    with pytest.raises(ConfigError, match=r"unknown admission policy 'lfu'; known: dlpm, fcfs, lpm, vtc"):
+    known = "dlpm, dlpm_light, fcfs, lpm, vtc"
+    with pytest.raises(ConfigError, match=rf"unknown admission policy 'lfu'; known: {known}"):
         make_admission_policy(AdmissionConfig(policy="lfu"))
     with pytest.raises(ConfigError, match=r"known: cache_aware, client_rr, d2lpm, preble, round_robin"):
         make_routing_policy(RouterConfig(policy="random"))
@@ -39,10 +40,16 @@ def test_unknown_policy_lists_known_names() -> None:
 
 @pytest.mark.parametrize("quantum", [0, -1.0])
 def test_quantum_must_be_positive(quantum: float) -> None:
-    with pytest.raises(ConfigError, match="quantum"):
-        AdmissionConfig(quantum=quantum)
+    if quantum < 0:  # Q^u 0 means the policy's default (below)
+        with pytest.raises(ConfigError, match="quantum"):
+            AdmissionConfig(quantum=quantum)
     with pytest.raises(ConfigError, match="quantum"):
         RouterConfig(quantum=quantum)
+
+
+def test_zero_quantum_is_the_policys_default() -> None:
+    assert AdmissionConfig().policy == "dlpm_light" and AdmissionConfig().quantum == 16384.0
+    assert AdmissionConfig("dlpm", 0).quantum == 4096.0 and AdmissionConfig("dlpm", 512).quantum == 512.0
 
 
 def test_bad_router_config() -> None:

@@ -157,3 +157,23 @@ def test_sync_sees_an_abort_at_once_and_an_unhooked_addition_within_the_full_che
         state.sync(queue)
         steps += 1
     assert steps <= FULL_CHECK_EVERY and set(state.waiting) == {r.rid for r in queue}
+
+
+def test_other_caches_are_matched_in_full_every_step() -> None:
+    import torch
+    from sglang.srt.mem_cache.base_prefix_cache import InsertParams
+    from sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
+
+    from sglang_fair.sglang_plugin.match_index import supported
+
+    tree = RadixCache.create_simulated()
+    assert not supported(tree) and supported(unified_radix_cache(100)[0])
+    state = FairState(make_admission_policy(AdmissionConfig("dlpm")))
+    a, b = make_req("a", [1, 2, 3, 4]), make_req("b", [7, 8, 9])
+    state.arrive(a)
+    state.arrive(b)
+    state.match(tree)
+    assert state.index is None and [ad.rid for ad in state.queue.ordered()] == ["a", "b"]
+    tree.insert(InsertParams(key=RadixKey(array("q", [7, 8])), value=torch.zeros(2, dtype=torch.int64)))
+    state.match(tree)
+    assert state.waiting["b"].cached_len == 2 and [ad.rid for ad in state.queue.ordered()] == ["b", "a"]

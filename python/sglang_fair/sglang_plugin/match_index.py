@@ -16,8 +16,9 @@ change when the tree changes along its path, so :class:`MatchIndex` re-matches o
 * everything, after a change it cannot follow (a reset, a subtree dropped, a load back from host).
 
 The hooks in :mod:`hooks` forward the tree's inserts and evictions here. It is used only for
-caches where these rules are complete (:func:`supported`: UnifiedRadixCache, full attention only,
-no host tier, no EAGLE bigram keys); otherwise every waiting request is matched every step.
+caches where these rules are complete (:func:`supported`: UnifiedRadixCache itself, not a subclass,
+full attention only, no host tier, no storage linker, no EAGLE bigram keys); otherwise every waiting
+request is matched every step.
 A request the budget tried but did not admit was matched afresh by ``init_next_round_input``, and is
 re-indexed from that match (:meth:`adopt`).
 """
@@ -36,7 +37,7 @@ def supported(tree: Any) -> bool:
     """True if :class:`MatchIndex` sees every change of ``tree`` that can move a match."""
     from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
 
-    if not isinstance(tree, UnifiedRadixCache) or getattr(tree, "disable", True):
+    if type(tree) is not UnifiedRadixCache or getattr(tree, "disable", True):  # subclasses: LMCache, ...
         return False
     components = tuple(getattr(c, "name", str(c)) for c in getattr(tree, "tree_components", ()))
     return (
