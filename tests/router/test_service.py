@@ -6,7 +6,7 @@ import json
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 import zmq
@@ -30,15 +30,17 @@ def free_port() -> int:
 
 
 class Rig:
-    def __init__(self, workers: int, policy: str = "d2lpm") -> None:
+    def __init__(self, workers: int, policy: str = "d2lpm",
+                 clock: Callable[[], float] = time.monotonic) -> None:
         ep = lambda: f"tcp://127.0.0.1:{free_port()}"  # noqa: E731
         self.cfg = ServiceConfig(frontend=ep(), failures=ep(), feedback=ep(),
                                  workers=",".join(ep() for _ in range(workers)), heartbeat_timeout=1.0)
-        self.workers = [FakeWorker(i, e, self.cfg.feedback, heartbeat_s=0.1)
+        self.workers = [FakeWorker(i, e, self.cfg.feedback, heartbeat_s=0.1, clock=clock)
                         for i, e in enumerate(self.cfg.worker_endpoints())]
         for w in self.workers:
             w.start()
-        self.service = RouterService(self.cfg, make_routing_policy(RouterConfig(policy, num_workers=workers)))
+        self.service = RouterService(self.cfg, make_routing_policy(RouterConfig(policy, num_workers=workers)),
+                                     clock=clock)
         self.thread = threading.Thread(target=self.service.serve_forever, kwargs={"poll_ms": 10}, daemon=True)
         self.thread.start()
         ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
@@ -96,6 +98,17 @@ def test_malformed_messages_are_dropped_and_the_router_keeps_serving(rig: Rig) -
 
 def test_a_hung_worker_is_detected_and_its_requests_fail_none_hangs() -> None:
     rig = Rig(workers=3, policy="round_robin")
+    try:
+        _hung_worker_scenario(rig)
+    finally:
+        rig.close()
+
+
+def test_liveness_works_when_the_clock_starts_at_zero() -> None:
+    """Right after boot ``time.monotonic()`` is near zero: heartbeats, liveness checks and the
+    hung-worker detection must not depend on it having grown large (here it starts at 0.0)."""
+    start = time.monotonic()
+    rig = Rig(workers=3, policy="round_robin", clock=lambda: time.monotonic() - start)
     try:
         _hung_worker_scenario(rig)
     finally:
