@@ -33,7 +33,7 @@ class FakeWorker(threading.Thread):
         self.outbox = ctx.socket(zmq.PUSH)
         self.outbox.setsockopt(zmq.LINGER, 0)
         self.outbox.connect(feedback)
-        self.received: list[tuple[str, str, float]] = []  # rid, client, receive time
+        self.received: list[tuple[str, float]] = []  # rid, receive time
         self.alive = True  # set False to simulate a hang (stops answering and heartbeating)
         self.answer = True  # set False to keep requests "running" forever
         self._halt = threading.Event()
@@ -64,11 +64,11 @@ class FakeWorker(threading.Thread):
     def _handle(self, frames: list[bytes]) -> None:
         msg = wm.decode_to_worker(frames[0])
         if isinstance(msg, wm.Dispatch):
-            self.received.append((msg.rid, msg.client, self.clock()))
+            self.received.append((msg.rid, self.clock()))
             if self.answer:
-                self.outbox.send(encode(wm.Finished(self.index, msg.rid, msg.client, self.output_tokens)))
+                self.outbox.send(encode(wm.Finished(self.index, msg.rid, self.output_tokens)))
         else:
-            self.outbox.send(encode(wm.Finished(self.index, msg.rid, "?", 0, aborted=True)))
+            self.outbox.send(encode(wm.Finished(self.index, msg.rid, 0, aborted=True)))
 
 
 def serve_pool(endpoints: list[str], feedback: str, received: Any, control: Connection,
@@ -120,5 +120,5 @@ def serve_pool(endpoints: list[str], feedback: str, received: Any, control: Conn
                 sent_ns.append(int.from_bytes(frames[1][:8], "little"))
                 recv_ns.append(t)
                 received.value += 1
-                outbox.send(encode(wm.Finished(index[sock], msg.rid, msg.client, 32)))
+                outbox.send(encode(wm.Finished(index[sock], msg.rid, 32)))
     ctx.destroy(0)

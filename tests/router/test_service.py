@@ -55,7 +55,7 @@ class Rig:
         self.front.send_multipart([encode(fm.Submit(rid, client, pack_tokens(tokens))), b"payload"])
 
     def received(self) -> set[str]:
-        return {rid for w in self.workers for rid, _, _ in w.received}
+        return {rid for w in self.workers for rid, _ in w.received}
 
     def wait(self, cond, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
         deadline = time.monotonic() + timeout
@@ -120,7 +120,7 @@ def _hung_worker_scenario(rig: Rig) -> None:
     for i in range(9):
         rig.submit(f"r{i}", "c", [9] * 20 + [i])
     rig.wait(lambda: len(rig.received()) == 9)
-    stuck = {rid for rid, _, _ in rig.workers[1].received}
+    stuck = {rid for rid, _ in rig.workers[1].received}
     assert stuck
     rig.workers[1].alive = False  # ...and then it stops heartbeating
     failed = set()
@@ -132,7 +132,7 @@ def _hung_worker_scenario(rig: Rig) -> None:
     assert 1 not in rig.service.state.policy.alive
     rig.submit("after", "c", [9] * 20)
     rig.wait(lambda: "after" in rig.received())
-    assert all(rid != "after" for rid, _, _ in rig.workers[1].received)
+    assert all(rid != "after" for rid, _ in rig.workers[1].received)
 
 
 def test_state_endpoint_serves_json_and_prometheus(rig: Rig) -> None:
