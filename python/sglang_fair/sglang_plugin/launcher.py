@@ -65,8 +65,10 @@ def _load_plugins_or_fail() -> None:
     from sglang.srt.plugins import load_plugins
     from sglang.srt.plugins.hook_registry import HookRegistry
 
+    from sglang_fair.sglang_plugin.fence import check
     from sglang_fair.sglang_plugin.hooks import HOOKS
 
+    check()  # a moved SGLang name stops the launch here, with one message naming all of them
     load_plugins()
     missing = [h.target for h in HOOKS if h.target not in HookRegistry._patched]
     if missing:
