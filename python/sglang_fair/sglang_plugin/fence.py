@@ -46,8 +46,10 @@ def problems(version: str | None = None, hooks: Iterable[tuple[str, Sequence[str
         _resolve(name, found)
     for cls_name, attrs in table.ATTRIBUTES if attributes is None else attributes:
         cls = _resolve(cls_name, found)
-        if cls is not None:
+        if isinstance(cls, type):
             found += [f"{cls_name} no longer sets .{a}" for a in attrs if not has_attribute(cls, a)]
+        elif cls is not None:
+            found.append(f"{cls_name} is no longer a class")
     return found
 
 
@@ -83,7 +85,8 @@ def has_attribute(cls: type, attr: str) -> bool:
 
 def _resolve(name: str, found: list[str]) -> object | None:
     try:
-        return pkgutil.resolve_name(name)
+        obj: object = pkgutil.resolve_name(name)
+        return obj
     except (ImportError, AttributeError, ValueError) as err:
         found.append(f"{name} is missing ({type(err).__name__}: {err})")
         return None
