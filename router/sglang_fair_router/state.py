@@ -121,7 +121,6 @@ class RouterState:
     def snapshot(self) -> dict[str, Any]:
         """The read-only view served as JSON: tree size, per-worker queues and cache estimate, q."""
         policy, tree = self.policy, self.policy.tree
-        deficits = getattr(policy, "deficits", {})
         return {
             "policy": policy.name,
             "tree_tokens": tree.tokens,
@@ -134,5 +133,5 @@ class RouterState:
                  "hit_estimate": policy.hit_estimate(w)}
                 for w in policy.workers
             ],
-            "deficits": {client: list(q) for client, q in deficits.items()},
+            "deficits": policy.counter_view(),
         }

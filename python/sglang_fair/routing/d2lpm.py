@@ -33,6 +33,9 @@ class D2LPM(RoutingPolicy):
             self.deficits[client] = [0.0] * len(self.workers)
         return self.deficits[client]
 
+    def counter_view(self) -> dict[str, list[float]]:
+        return {client: list(q) for client, q in self.deficits.items()}
+
     def choose(self, req: RouteRequest) -> int:
         q, alive = self.counters(req.client), self.alive
         if max(q[w] for w in alive) <= 0:  # lines 5-6, all rounds at once: the fewest that suffice
