@@ -36,7 +36,7 @@ class Publisher:
         self.path, self.policy, self.interval, self.clock = path, policy, interval, clock
         self._last_time: float | None = None  # when the last snapshot was written; None: never
         self._last_version = -1
-        self.gauges: Any = None  # a metrics.ClientGauges when --enable-metrics
+        self.gauges: Any = None  # a client_gauges.ClientGauges when --enable-metrics
 
     def maybe_write(self, version: int, idle: bool, snapshot: Any) -> None:
         """Write ``snapshot()`` if the state changed and (idle or ``interval`` passed)."""

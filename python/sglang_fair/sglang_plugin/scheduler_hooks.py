@@ -104,7 +104,7 @@ def _make_publisher(scheduler: Any, state: FairState) -> Publisher | bool:
     dp_rank = parallel.dp_rank or 0
     publisher = Publisher(directory / f"scheduler-{dp_rank}.json", state.policy.name)
     if get_observability().enable_metrics:
-        from sglang_fair.sglang_plugin.metrics import ClientGauges
+        from sglang_fair.sglang_plugin.client_gauges import ClientGauges
 
         publisher.gauges = ClientGauges(dp_rank)
     return publisher

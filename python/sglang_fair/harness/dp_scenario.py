@@ -16,9 +16,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_fair.metrics.stats import jain_index
-from sglang_fair.sglang_plugin.loadgen import ClientResult, ClientSpec, Outcome, percentile, run_load
-from sglang_fair.sglang_plugin.scenario import words
+from sglang_fair.harness.loadgen import ClientResult, ClientSpec, Outcome, run_load
+from sglang_fair.harness.scenario import words
+from sglang_fair.metrics.stats import jain_index, percentile
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,8 @@ def summarize_dp(results: dict[str, ClientResult], end: float, duration: float, 
     service = {name: sum(_cost(o, w_e, w_q) for o in outs) / duration for name, outs in finished.items()}
     all_done = [o for outs in finished.values() for o in outs]
     return DPSummary(
-        light_p50=percentile(light, 50), light_p99=percentile(light, 99),
+        light_p50=percentile(light, 50, nearest_rank=True),
+        light_p99=percentile(light, 99, nearest_rank=True),
         done={name: len(outs) for name, outs in finished.items()},
         hit_rate_per_worker=_hit_rates(all_done), locality=_locality(results["heavy"], workload),
         service=service, jain=jain_index(list(service.values())),
