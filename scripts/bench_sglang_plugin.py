@@ -62,7 +62,7 @@ class Tree:
     requests publish their sequences into it, evicting least-recently-used nodes when full."""
 
     def __init__(self, kv_tokens: int = 60_000) -> None:
-        from sglang_fair.sglang_plugin.testing import unified_radix_cache
+        from sglang_fair.harness.server import unified_radix_cache
 
         self.cache, self.allocator = unified_radix_cache(kv_tokens)
         self.publish(PREFIX)
@@ -155,9 +155,9 @@ def overhead(steps: int, sizes: list[int]) -> None:
 
 
 def throughput(model: Path, window: float, rounds: int) -> None:
-    from sglang_fair.sglang_plugin.loadgen import ClientSpec, run_load
-    from sglang_fair.sglang_plugin.scenario import words
-    from sglang_fair.sglang_plugin.testing import running_server
+    from sglang_fair.harness.loadgen import ClientSpec, run_load
+    from sglang_fair.harness.scenario import words
+    from sglang_fair.harness.server import running_server
 
     def client(c: int) -> ClientSpec:
         prefix = words(100 + c, 600)
@@ -181,8 +181,8 @@ def throughput(model: Path, window: float, rounds: int) -> None:
 def scenario(model: Path, window: float) -> None:
     import json
 
-    from sglang_fair.sglang_plugin.scenario import Workload, run_scenario
-    from sglang_fair.sglang_plugin.testing import running_server
+    from sglang_fair.harness.scenario import Workload, run_scenario
+    from sglang_fair.harness.server import running_server
 
     args = ("--max-running-requests", "8", "--max-total-tokens", "60000")
     for name, extra in (("lpm", ()), ("fcfs", ()), ("dlpm", ("--fair-quantum", "256")), ("vtc", ())):
@@ -200,8 +200,8 @@ def flood(model: Path, window: float, only: str) -> None:
     """Defaults under a flood: light-client P99, the flooder's hit rate, throughput, per policy."""
     import json
 
-    from sglang_fair.sglang_plugin.scenario import Workload, run_scenario
-    from sglang_fair.sglang_plugin.testing import running_server
+    from sglang_fair.harness.scenario import Workload, run_scenario
+    from sglang_fair.harness.server import running_server
 
     workload = Workload(heavy_concurrency=32, medium_concurrency=0, light_clients=2)
     args = ("--max-running-requests", "8", "--max-total-tokens", "60000")

@@ -1,20 +1,20 @@
 """``dlpm_light`` (admission/dlpm_light.py): its two changes on hand-built inputs, and 000 Thm 4.1
-as a property over the randomized workloads of the DLPM property tests."""
+(plain and weighted) and the counter range of Thm A.1 as properties over the randomized workloads of
+the DLPM property tests."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import combinations
 
-from hypothesis import Phase, find, given, settings, target
-from hypothesis import strategies as st
+from hypothesis import given
 
+from fairness_support import COST, PROPERTY, Workload, check_bound
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.budgets import SlotBudget
 from sglang_fair.admission.dlpm_light import DLPMLight
 from sglang_fair.core.cost import CostModel
 from support import admission_order, req, run_cluster
-from test_fairness_properties import COST, PROPERTY, Workload, workloads
+from test_fairness_properties import SINGLE, WEIGHTED, dlpm_theorem_4_1, weighted_dlpm_theorem_4_1
 
 
 @dataclass
@@ -125,45 +125,22 @@ def test_fig2_light_client_is_served_before_the_heavy_run_on_the_step_loop() -> 
     assert orders["dlpm"].index("light") > 2  # behind heavy's run of credit
 
 
-# ---- 000 Thm 4.1, as a property ---------------------------------------------------------------------
-@PROPERTY
-@given(workloads())
-def test_dlpm_light_backlogged_service_difference_within_theorem_4_1(w: Workload) -> None:
-    _, rec = run_cluster(w.requests, policy="dlpm_light", capacity=w.capacity, quantum=w.quantum)
-    bound = 2 * (w.u(COST) + w.quantum)
-    target(rec.max_diff() / bound)
-    assert rec.max_diff() <= bound
+# ---- 000 Thm 4.1, as a property (the checks and generators of test_fairness_properties) ----------
+# Their negative control, the same check finding an LPM run that breaks the bound, is
+# test_fairness_properties.py::test_theorem_4_1_check_catches_lpm (and the weighted one).
+def test_dlpm_light_backlogged_service_difference_within_theorem_4_1() -> None:
+    check_bound(dlpm_theorem_4_1("dlpm_light"), SINGLE).require_mostly_exposed()
+
+
+def test_weighted_dlpm_light_service_per_weight_within_theorem_4_1() -> None:
+    check_bound(weighted_dlpm_theorem_4_1("dlpm_light"), WEIGHTED).require_mostly_exposed()
 
 
 @PROPERTY
-@given(workloads(), st.lists(st.sampled_from([0.5, 1.0, 2.0, 3.0]), min_size=3, max_size=3))
-def test_weighted_dlpm_light_bound_on_service_per_unit_weight(w: Workload, weights: list[float]) -> None:
-    cost = CostModel(client_weights={f"c{i}": x for i, x in enumerate(weights)})
-    _, rec = run_cluster(w.requests, policy="dlpm_light", capacity=w.capacity, quantum=w.quantum, cost=cost)
-    u = w.u(cost)
-    for f, g in combinations(rec.clients, 2):
-        assert rec.pair_max_diff(f, g) <= 2 * w.quantum + u / cost.weight(f) + u / cost.weight(g)
-
-
-@PROPERTY
-@given(workloads())
+@given(SINGLE)
 def test_dlpm_light_counters_stay_in_the_lemma_range(w: Workload) -> None:
     cluster, _ = run_cluster(w.requests, policy="dlpm_light", capacity=w.capacity, quantum=w.quantum)
     p = cluster.workers[0].policy
     assert isinstance(p, DLPMLight)
     for client, q in p.deficits.items():
         assert -w.u(COST) < q <= w.quantum * p.cost.weight(client)  # 000 Thm A.1, (1) and (2)
-
-
-def test_bound_check_is_not_vacuous_lpm_violates_it_where_dlpm_light_keeps_it() -> None:
-    def lpm_breaks_bound(w: Workload) -> bool:
-        _, rec = run_cluster(w.requests, policy="lpm", capacity=w.capacity, quantum=w.quantum)
-        return rec.max_diff() > 2 * (w.u(COST) + w.quantum)
-
-    found = find(
-        workloads(max_requests=80), lpm_breaks_bound,
-        settings=settings(max_examples=5000, deadline=None, database=None, derandomize=True,
-                          phases=[Phase.generate]),
-    )
-    _, rec = run_cluster(found.requests, policy="dlpm_light", capacity=found.capacity, quantum=found.quantum)
-    assert rec.max_diff() <= 2 * (found.u(COST) + found.quantum)

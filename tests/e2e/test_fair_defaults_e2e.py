@@ -2,7 +2,7 @@
 against SGLang's FCFS, on the real server, under a flood.
 
 One client keeps 32 requests over a shared 1,300-token prefix in flight; two light clients send one
-short unique request at a time (``sglang_fair.sglang_plugin.scenario``, as ``scripts/
+short unique request at a time (``sglang_fair.harness.scenario``, as ``scripts/
 bench_sglang_plugin.py flood``). Under FCFS a light request waits behind the flood's queued requests;
 under SGLang's LPM it starves (tests/e2e/test_fair_dlpm_e2e.py); dlpm_light at its default quantum
 serves it next, without costing the flood its cache hits. Measured on the shared 2-core machine
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from fair_e2e_support import run_policy
 
-from sglang_fair.sglang_plugin.scenario import Summary, Workload
+from sglang_fair.harness.scenario import Summary, Workload
 
 pytestmark = pytest.mark.e2e
 

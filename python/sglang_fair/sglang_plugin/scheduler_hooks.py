@@ -18,7 +18,6 @@ from sglang_fair.sglang_plugin.state import FairState
 
 logger = logging.getLogger("sglang_fair")
 STATE_ATTR = "_sglang_fair_state"
-CACHE_ORDERED = frozenset({"dlpm", "dlpm_light", "lpm"})  # core policies whose order reads the cached prefix
 
 
 def state_of(schedule_policy: Any) -> FairState | None:
@@ -61,7 +60,7 @@ def calc_priority(original: Any, self: Any, waiting_queue: list[Any], *args: Any
 
 def cache_ordered(state: FairState, tree_cache: Any) -> bool:
     """Does ``state``'s policy order by the cached prefix, with a cache to match against?"""
-    return state.policy.name in CACHE_ORDERED and not getattr(tree_cache, "disable", False)
+    return state.policy.orders_by_cache and not getattr(tree_cache, "disable", False)
 
 
 def tree_insert(result: Any, self: Any, params: Any, *args: Any, **kwargs: Any) -> None:
@@ -131,7 +130,7 @@ def _make_publisher(scheduler: Any, state: FairState) -> Publisher | bool:
     dp_rank = parallel.dp_rank or 0
     publisher = Publisher(directory / f"scheduler-{dp_rank}.json", state.policy.name)
     if get_observability().enable_metrics:
-        from sglang_fair.sglang_plugin.metrics import ClientGauges
+        from sglang_fair.sglang_plugin.client_gauges import ClientGauges
 
         publisher.gauges = ClientGauges(dp_rank)
     return publisher

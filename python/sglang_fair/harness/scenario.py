@@ -19,8 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_fair.sglang_plugin.loadgen import ClientResult, ClientSpec, percentile, run_load
-from sglang_fair.sglang_plugin.testing import get_json
+from sglang_fair.harness.loadgen import ClientResult, ClientSpec, run_load
+from sglang_fair.harness.server import get_json
+from sglang_fair.metrics.stats import percentile
 
 # The words scripts/make_tiny_model.py trains its tokenizer on, so one word is about one token.
 VOCAB = [
@@ -141,10 +142,12 @@ def summarize(
             delta[client] = float(after) - float(before)
     hits = {name: _hit_rate(r.done()) for name, r in results.items()}
     return Summary(
-        light_p50=percentile(light, 50), light_p99=percentile(light, 99), done=done,
+        light_p50=percentile(light, 50, nearest_rank=True),
+        light_p99=percentile(light, 99, nearest_rank=True),
+        done=done,
         hit_rate=_hit_rate(finished), output_tokens_per_s=out_tokens / duration,
         service_delta=delta, client_hit_rate=hits,
-        client_p50={name: percentile(r.latencies(end), 50) for name, r in results.items()},
+        client_p50={name: percentile(r.latencies(end), 50, nearest_rank=True) for name, r in results.items()},
     )
 
 
