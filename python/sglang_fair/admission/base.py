@@ -61,29 +61,16 @@ class Budget(Protocol):
         ...
 
 
-# Q^u when none is given, per policy (docs/results.md, "Defaults for a light client"): dlpm_light
-# protects a light client at any Q^u, so its default favours locality under memory pressure;
-# dlpm as written keeps the quantum it always had (a smaller one protects a light client better,
-# a larger one keeps locality better; no single value does both).
-DEFAULT_QUANTUM = {"dlpm": 4096.0, "dlpm_light": 16384.0}
-
-
-def default_quantum(policy: str) -> float:
-    return DEFAULT_QUANTUM.get(policy, 4096.0)
-
-
 @dataclass(frozen=True)
 class AdmissionConfig:
     """Configuration of a worker's admission policy."""
 
     policy: str = "dlpm_light"
-    quantum: float = 0.0  # Q^u of DLPM: service per refill (times the client's weight); 0: default
+    quantum: float = 0.0  # Q^u: service per refill (times the client's weight); 0: the policy's default
     cost: CostModel = field(default_factory=CostModel)
 
     def __post_init__(self) -> None:
         require(self.quantum >= 0, f"quantum (Q^u) must be >= 0 (0: the default), got {self.quantum}")
-        if self.quantum == 0:
-            object.__setattr__(self, "quantum", default_quantum(self.policy))
 
 
 def extend_len(req: WaitingRequest) -> int:
@@ -125,17 +112,19 @@ class AdmissionPolicy(ABC):
     Capabilities a host reads: ``orders_by_cache``: the order reads each waiting request's
     ``cached_len``, so a host must match every waiting request against its prefix cache before
     :meth:`select` (others need only the admitted ones matched); ``uses_quantum``: the policy reads
-    ``config.quantum`` (Q^u).
+    ``quantum`` (Q^u: ``config.quantum``, or ``default_quantum`` when that is 0).
     """
 
     name: ClassVar[str]
     orders_by_cache: ClassVar[bool] = False
     uses_quantum: ClassVar[bool] = False
+    default_quantum: ClassVar[float] = 4096.0
 
     def __init__(self, config: AdmissionConfig) -> None:
         self.config = config
         self.cost = config.cost
         self.book = ClientBook()
+        self.quantum = config.quantum or self.default_quantum
 
     # ---- events -------------------------------------------------------------------------------
     def on_arrival(self, req: WaitingRequest) -> None:

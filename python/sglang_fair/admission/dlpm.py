@@ -59,7 +59,7 @@ class DLPM(AdmissionPolicy):
         book = self.book
         for client in [c for c in set(book.queued) | set(book.running) if book.active(c)]:
             if self.deficits[client] <= 0:
-                self.deficits[client] += self.config.quantum * self.cost.weight(client)
+                self.deficits[client] += self.quantum * self.cost.weight(client)
         self.refills += 1
 
     def order(self, waiting: Sequence[R]) -> list[R]:

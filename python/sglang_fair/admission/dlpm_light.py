@@ -39,19 +39,22 @@ from sglang_fair.admission.lpm import lpm_order
 
 class DLPMLight(DLPM):
     name = "dlpm_light"
+    # It protects a light client at any Q^u (docs/results.md, "Defaults for a light client"), so its
+    # default favours locality under memory pressure; dlpm keeps 4,096 (no single value serves both).
+    default_quantum = 16384.0
 
     def _join(self, client: str) -> None:
         """Instead of line 12: a returning client keeps its counter; a new one gets what it would
         have had if it had been idle in l from the start."""
         if client not in self.deficits:
-            fresh = self.config.quantum * self.cost.weight(client) if self.refills else 0.0
+            fresh = self.quantum * self.cost.weight(client) if self.refills else 0.0
             self.deficits[client] = fresh
 
     def _refill(self) -> None:
         """Line 7 over every client seen: q_i <= 0 gains Q^u w_i (as in Algorithm 1); a client with
         credit left (none waiting, else there would be no refill) is topped up to Q^u w_i."""
         for client, q in self.deficits.items():
-            full = self.config.quantum * self.cost.weight(client)
+            full = self.quantum * self.cost.weight(client)
             self.deficits[client] = min(q + full, full)
         self.refills += 1
 

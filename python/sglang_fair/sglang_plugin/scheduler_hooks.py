@@ -33,8 +33,8 @@ def validate_policy(original: Any, self: Any, policy: str, tree_cache: Any) -> A
     if policy not in FAIR_POLICIES:
         return original(self, policy, tree_cache)
     config = config_from_env()
-    admission = config.admission(policy)
-    setattr(self, STATE_ATTR, FairState(make_admission_policy(admission)))
+    admission = make_admission_policy(config.admission(policy))
+    setattr(self, STATE_ATTR, FairState(admission))
     logger.info("sglang-fair: %s admission (Q^u=%s, w_e=%s, w_q=%s, weights=%s)", policy,
                 admission.quantum, config.fair_w_e, config.fair_w_q, config.weights())
     return original(self, "lpm", tree_cache)
