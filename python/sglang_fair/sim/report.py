@@ -41,13 +41,16 @@ def format_clients(summary: dict[str, Any]) -> str:
     lines = [f"{'client':<28} {'service':>10} {'actual':>10} {'p50 s':>8} {'p99 s':>8} {'requests':>9}"]
     for c, v in summary["clients"].items():
         tag = " (misbehaving)" if v.get("misbehaving") else ""
-        lines.append(f"{(c + tag):<28} {v['service']:>10.0f} {v['actual_service']:>10.0f} "
+        lines.append(f"{(c + tag):<28} {_cell(v['service'], '{:.0f}'):>10} "
+                     f"{_cell(v['actual_service'], '{:.0f}'):>10} "
                      f"{_cell(v['p50_s'], '{:.1f}'):>8} {_cell(v['p99_s'], '{:.1f}'):>8} {v['requests']:>9}")
     return "\n".join(lines)
 
 
-def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5) -> list[Path]:
-    """One PNG per run: service rate per client over time, as the client sees it and as spent."""
+def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5,
+                 kinds: tuple[str, ...] = ("actual", "perceived")) -> list[Path]:
+    """One PNG per run: service rate per client over time, as spent and as the client sees it
+    (``kinds`` picks the panels: a real run without cached-token counts has no actual service)."""
     try:
         import matplotlib
 
@@ -58,10 +61,13 @@ def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5)
     plot_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, res in results.items():
-        fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharex=True)
+        panels = [(k, t) for k, t in (("actual", "actual service (extend + output)"),
+                                      ("perceived", "service as the client sees it (input + output)"))
+                  if k in kinds]
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.6), sharex=True,
+                                 squeeze=False)
         clients = sorted({p.client for p in res.programs})
-        for ax, kind, title in ((axes[0], "actual", "actual service (extend + output)"),
-                                (axes[1], "perceived", "service as the client sees it (input + output)")):
+        for ax, (kind, title) in zip(axes[0], panels, strict=True):
             for c in clients:
                 series = res.ledger.series(c, kind, res.end_time)
                 rate = _moving_average(series, smooth)
@@ -70,7 +76,7 @@ def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5)
             ax.set_title(title, fontsize=9)
             ax.set_xlabel("time (s)")
             ax.set_ylabel("weighted tokens / s")
-        axes[1].legend(fontsize=7, ncol=2)
+        axes[0][-1].legend(fontsize=7, ncol=2)
         fig.suptitle(name, fontsize=10)
         fig.tight_layout()
         path = plot_dir / f"service_{name.replace(':', '_')}.png"
