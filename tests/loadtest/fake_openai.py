@@ -58,7 +58,8 @@ class FakeServer:
             await asyncio.sleep(3600)
         n, rid = int(body["max_tokens"]), len(self.seen)
         words = prompt.split()
-        cached = max((len(s.prompt.split()) for s in self.seen[:-1] if prompt.startswith(s.prompt)), default=0)
+        earlier = [len(s.prompt.split()) for s in self.seen[:-1] if prompt.startswith(s.prompt)]
+        cached = max(earlier, default=0)
         for k in range(n):
             await asyncio.sleep(self.token_s)
             word = f" r{rid}t{k}"

@@ -73,7 +73,7 @@ async def _get_json(url: str, headers: dict[str, str] | None = None) -> Any:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s, \
                 s.get(url, headers=headers or {}) as resp:
             return await resp.json(content_type=None) if resp.status == 200 else None
-    except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+    except (TimeoutError, aiohttp.ClientError, ValueError):
         return None
 
 

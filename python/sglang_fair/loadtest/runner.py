@@ -14,14 +14,15 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 
 from sglang_fair.core.cost import CostModel
-from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
-from sglang_fair.workloads import Program, ProgramRun
 from sglang_fair.loadtest.prompts import PromptBuilder
 from sglang_fair.loadtest.transport import CallOutcome, Clock, request_body, run_clock, stream_call
+from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
+from sglang_fair.workloads import Program, ProgramRun
 
 Identity = Callable[[str], tuple[dict[str, str], str | None]]  # client -> (headers, OpenAI user)
 
@@ -69,12 +70,11 @@ class LoadRun:
         async with aiohttp.ClientSession(timeout=timeout, connector=conn) as session:
             tasks = [asyncio.create_task(self._program(session, p, rec))
                      for p, rec in zip(self.programs, self.records, strict=True)]
-            watch = [asyncio.create_task(stop.wait())]
+            watch: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
             if progress:
-                watch.append(asyncio.create_task(self._progress()))
-            everything = asyncio.gather(*tasks, return_exceptions=True)
-            stopped = asyncio.ensure_future(watch[0])
-            await asyncio.wait([everything, stopped], timeout=self.duration + self.grace,
+                watch.append(asyncio.ensure_future(self._progress()))
+            everything: asyncio.Future[Any] = asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.wait([everything, watch[0]], timeout=self.duration + self.grace,
                                return_when=asyncio.FIRST_COMPLETED)
             self.end_time = min(self.clock(), self.duration + self.grace)
             for t in (*tasks, *watch):

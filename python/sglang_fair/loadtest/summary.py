@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from sglang_fair.metrics import percentile, summarize
 from sglang_fair.loadtest.runner import LoadRun
 from sglang_fair.loadtest.transport import CallOutcome
+from sglang_fair.metrics import percentile, summarize
 
 # Keys that need cached_tokens (actual service = extend + output) or any usage at all.
 NEEDS_CACHED = ("actual_service_rate", "jain_index_actual", "cache_hit_rate", "max_backlogged_service_diff")
@@ -32,8 +32,8 @@ def latency_stats(outcomes: list[CallOutcome]) -> dict[str, float | None]:
     done = [o for o in outcomes if o.finished is not None and o.error is None]
     ttft = [o.first_token - o.sent for o in done if o.first_token is not None]
     e2e = [o.finished - o.sent for o in done if o.finished is not None]
-    tpot = [(o.finished - o.first_token) / (o.completion_tokens - 1) for o in done
-            if o.finished is not None and o.first_token is not None and (o.completion_tokens or 0) > 1]
+    tpot = [(o.finished - o.first_token) / (n - 1) for o in done
+            if o.finished is not None and o.first_token is not None and (n := o.completion_tokens or 0) > 1]
     out: dict[str, float | None] = {}
     for name, xs in (("ttft", ttft), ("tpot", tpot), ("e2e", e2e)):
         for q in (50, 99):
@@ -49,6 +49,8 @@ def run_summary(run: LoadRun, fairness: dict[str, Any] | None) -> dict[str, Any]
     nulls = NEEDS_USAGE if "usage" in missing else NEEDS_CACHED if "cached_tokens" in missing else ()
     for key in (*nulls, *NOT_VISIBLE):
         doc[key] = None
+    if not any(o.first_token is not None for o in run.outcomes):
+        doc["cache_hit_rate"] = None  # no prompt was served: a rate of nothing
     for name, c in doc["clients"].items():
         mine = [o for r, o in zip(run.requests, run.outcomes, strict=True) if r.client == name]
         if "usage" in missing:

@@ -7,7 +7,6 @@ tokens come only from those usage fields; a field the server leaves out stays ``
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import Callable
@@ -80,7 +79,7 @@ async def stream_call(session: aiohttp.ClientSession, url: str, headers: dict[st
             async for raw in resp.content:
                 if not _on_line(raw, out, clock):
                     break
-    except asyncio.TimeoutError:
+    except TimeoutError:
         out.error = "timeout"
         return
     except aiohttp.ClientConnectionError:

@@ -1,0 +1,139 @@
+"""``sglang-fair bench`` against a fake OpenAI server on loopback: dependencies, identity, errors,
+missing usage fields, the grace deadline and Ctrl-C."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("aiohttp")
+
+from fake_openai import FakeServer, Running
+
+from sglang_fair.cli import main as cli_main
+from sglang_fair.core.cost import CostModel
+from sglang_fair.loadtest.cli import bench
+from sglang_fair.loadtest.config import LoadTestConfig
+from sglang_fair.loadtest.summary import run_summary
+from sglang_fair.workloads import OutputOf, WorkloadConfig, make_workload
+
+ROOT = Path(__file__).resolve().parents[2]
+SIM_KEYS = ("throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
+            "cache_hit_rate", "max_backlogged_service_diff", "clients")
+
+
+def run(server: FakeServer, workload: WorkloadConfig, **cfg: object) -> tuple[dict, object]:
+    with Running(server) as url:
+        config = LoadTestConfig(base_url=url, **cfg)  # type: ignore[arg-type]
+        loadrun, fairness = asyncio.run(bench(config, workload, CostModel(), 1.0, False))
+    return run_summary(loadrun, fairness), loadrun
+
+
+def tot(**kw: object) -> WorkloadConfig:
+    args: dict[str, object] = {"workload": "tot", "depth": 2, "clients": 2, "duration": 2.0, "rate": 1.0}
+    args.update(kw)
+    return WorkloadConfig(**args)  # type: ignore[arg-type]
+
+
+def test_children_are_sent_after_their_parents_with_the_real_text() -> None:
+    server = FakeServer()
+    workload = tot()
+    doc, _ = run(server, workload)
+    programs = make_workload(workload)
+    assert len(server.seen) == sum(len(p.calls) for p in programs)
+    assert doc["programs_finished"] == doc["programs"] == len(programs)
+    uses_output = sum(any(isinstance(part, OutputOf) for part in c.parts) for p in programs for c in p.calls)
+    children = 0
+    for s in server.seen:
+        parents = [o for o in server.seen if o.output and o.output in s.prompt]
+        children += bool(parents)
+        assert all(0 <= o.finished <= s.received for o in parents)
+    assert children == uses_output > 0
+    assert all(k in doc for k in SIM_KEYS)
+    assert doc["cache_hit_rate"] > 0 and doc["missing"] == ["fairness", "retractions", "workers"]
+
+
+def test_missing_cached_tokens_are_null_not_zero() -> None:
+    doc, _ = run(FakeServer(report_cached=False, fairness=True), tot(clients=1))
+    assert doc["cache_hit_rate"] is None and doc["actual_service_rate"] is None
+    assert doc["max_backlogged_service_diff"] is None
+    assert doc["throughput"] > 0 and doc["clients"]["c0"]["actual_service"] is None
+    assert "cached_tokens" in doc["missing"] and doc["fairness"] == {"clients": {}}
+
+
+def test_chunk_counts_without_continuous_usage() -> None:
+    doc, loadrun = run(FakeServer(continuous_usage=False), tot(clients=1), api="chat")
+    assert doc["calls_answered"] == doc["calls_sent"] > 0
+    outputs = sum(c.output_len for p in make_workload(tot(clients=1)) for c in p.calls)
+    inputs = sum(r.input_len for r in loadrun.result().requests)
+    assert doc["tpot_p50_s"] is not None
+    assert doc["clients"]["c0"]["service"] == pytest.approx(inputs + 2 * outputs)  # w_e=1, w_q=2
+
+
+def test_http_errors_are_counted_per_client_and_end_the_program() -> None:
+    doc, _ = run(FakeServer(fail_clients=frozenset({"c1"})), tot())
+    c0, c1 = doc["clients"]["c0"], doc["clients"]["c1"]
+    assert c0["errors"] == {} and c1["errors"].get("http_500", 0) == c1["requests"] > 0
+    assert c1["calls_not_sent"] > 0 and doc["errors"] == c1["requests"]
+    assert doc["programs_finished"] == c0["programs"]
+
+
+@pytest.mark.parametrize(("identity", "check"), [
+    ("header", lambda s: s.headers.get("X-Client-Id") == s.client),
+    ("user", lambda s: s.body.get("user") == s.client and "X-Client-Id" not in s.headers),
+])
+def test_identity(identity: str, check: object) -> None:
+    server = FakeServer()
+    run(server, tot(), identity=identity)
+    assert {s.client for s in server.seen} == {"c0", "c1"}
+    assert all(check(s) for s in server.seen)  # type: ignore[operator]
+
+
+def test_identity_by_key(tmp_path: Path) -> None:
+    keys = tmp_path / "keys"
+    keys.write_text("# key client weight\nk-zero c0 1\nk-one c1 2\n")
+    server = FakeServer()
+    run(server, tot(), identity="key", keys_file=str(keys))
+    assert {s.client for s in server.seen} == {"k-zero", "k-one"}
+
+
+def test_a_hanging_server_is_cut_at_duration_plus_grace() -> None:
+    start = time.monotonic()
+    doc, _ = run(FakeServer(hang=True), tot(duration=1.0), grace=1.0)
+    assert time.monotonic() - start < 6
+    assert doc["programs_finished"] == 0 and doc["calls_answered"] == 0
+    assert sum(c["errors"].get("cancelled", 0) for c in doc["clients"].values()) == doc["calls_sent"] > 0
+    assert doc["throughput"] == 0.0 and doc["cache_hit_rate"] is None  # nothing served, nothing to rate
+
+
+def test_ctrl_c_writes_what_was_measured(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    with Running(FakeServer(hang=True)) as url:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "sglang_fair", "bench", "--base-url", url, "--workload", "tot",
+             "--depth", "2", "--clients", "2", "--duration", "30", "--rate", "2", "--json", str(out)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        time.sleep(3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err.decode()
+    doc = json.loads(out.read_text())
+    assert doc["calls_sent"] > 0 and doc["makespan_s"] < 20 and b"interrupted" in err
+
+
+@pytest.mark.parametrize("argv", [
+    ["--base-url", "localhost:30000"],
+    ["--base-url", "http://127.0.0.1:9", "--identity", "key"],
+    ["--base-url", "http://127.0.0.1:9", "--grace", "-1"],
+    ["--base-url", "http://127.0.0.1:9", "--duration", "1"],  # nothing listens: no model list
+])
+def test_bad_flags_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["bench", "--no-progress", *argv]) == 2
+    assert "sglang-fair bench: error:" in capsys.readouterr().err
