@@ -27,7 +27,8 @@ import time
 import aiohttp
 
 
-async def stream(session: aiohttp.ClientSession, url: str, ids: list[int], new: int) -> list[tuple[float, int]]:
+async def stream(session: aiohttp.ClientSession, url: str, ids: list[int],
+                 new: int) -> list[tuple[float, int]]:
     """(time, completion tokens so far) per streamed chunk; the first entry is the send time."""
     body = {"input_ids": ids, "stream": True,
             "sampling_params": {"max_new_tokens": new, "ignore_eos": True, "temperature": 0}}
