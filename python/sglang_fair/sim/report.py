@@ -86,6 +86,37 @@ def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5,
     return paths
 
 
+def plot_overlay(runs: dict[str, RunResult], path: Path, title: str = "", kind: str = "perceived",
+                 smooth: int = 5) -> Path:
+    """Service rate per client over time of several runs on one axis (one colour per client, one line
+    style per run): a simulated and a real run of the same workload, say."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigError("plots need matplotlib: pip install 'sglang-fair[sim]'") from None
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    styles = ("-", "--", ":", "-.")
+    clients = sorted({p.client for res in runs.values() for p in res.programs})
+    for i, (name, res) in enumerate(runs.items()):
+        for j, c in enumerate(clients):
+            rate = _moving_average(res.ledger.series(c, kind, res.end_time), smooth)
+            xs = [(k + 0.5) * res.ledger.window for k in range(len(rate))]
+            ax.plot(xs, [v / res.ledger.window for v in rate], styles[i % len(styles)], color=f"C{j}",
+                    label=f"{c} {name}", linewidth=1)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("weighted tokens / s")
+    ax.set_title(title or " vs ".join(runs), fontsize=9)
+    ax.legend(fontsize=7, ncol=len(runs))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def _moving_average(xs: list[float], k: int) -> list[float]:
     if k <= 1 or not xs:
         return xs

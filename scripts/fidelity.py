@@ -1,0 +1,133 @@
+"""The simulator against the real CPU engine: the same workload on the SGLang CPU server (through
+``sglang-fair bench``) and in the simulator with the fitted ``cpu-tiny-llama`` preset.
+
+    python scripts/fidelity.py OUT_DIR [--policies fcfs,lpm,vtc,dlpm] [--duration 20] [--dp 1]
+
+For each policy: starts the server on the tiny model (``--schedule-policy P --enable-cache-report
+--max-total-tokens 60000 --max-running-requests 8`` per worker; with ``--dp 2`` also ``--dp-size 2``
+and ``--load-balance-method`` ``--router``), runs the workload, stops the server, simulates the same programs, and writes ``OUT_DIR/runs.json``
+(both summaries per policy), ``OUT_DIR/table.md`` (per-metric tables with relative errors) and one
+overlaid service-over-time plot per policy. One server at a time, ``OMP_NUM_THREADS=1``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+from sglang_fair.core.cost import CostModel  # noqa: E402
+from sglang_fair.loadtest.cli import bench  # noqa: E402
+from sglang_fair.loadtest.config import LoadTestConfig  # noqa: E402
+from sglang_fair.loadtest.summary import run_summary  # noqa: E402
+from sglang_fair.metrics import RunResult, summarize  # noqa: E402
+from sglang_fair.sglang_plugin.testing import running_server  # noqa: E402
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
+from sglang_fair.sim.report import plot_overlay  # noqa: E402
+from sglang_fair.sim.simulator import Simulator  # noqa: E402
+from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
+
+KV_TOKENS = 60000
+MAX_RUNNING = 8  # as the e2e tests: a queue forms, so the admission policy matters
+METRICS = ("throughput", "cache_hit_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
+           "makespan_s")
+
+
+def real(model: Path, policy: str, router: str, dp: int, workload: WorkloadConfig, grace: float,
+         log: Path) -> tuple[dict[str, Any], RunResult]:
+    args = ["--schedule-policy", policy, "--enable-cache-report", "--max-total-tokens", str(KV_TOKENS),
+            "--max-running-requests", str(MAX_RUNNING * dp)]
+    if dp > 1:
+        args += ["--load-balance-method", router]
+    with running_server(model, args, log, timeout=600, dp_size=dp) as url:
+        cfg = LoadTestConfig(base_url=url, grace=grace)
+        run, fairness = asyncio.run(bench(cfg, workload, CostModel(), 1.0, True))
+    return run_summary(run, fairness), run.result()
+
+
+def simulated(policy: str, router: str, dp: int,
+              workload: WorkloadConfig) -> tuple[dict[str, Any], RunResult]:
+    cluster = ClusterSimConfig(dp=dp, router=router, policy=policy)
+    engine = EngineConfig(preset="cpu-tiny-llama", kv_tokens=KV_TOKENS, max_running=MAX_RUNNING,
+                          ignore_eos=True)
+    res = Simulator(cluster, engine, make_workload(workload, dp), horizon=workload.duration).run()
+    return summarize(res), res
+
+
+def rel(sim: float | None, real: float | None) -> str:
+    if sim is None or real is None or real == 0:
+        return "-"
+    return f"{(sim - real) / real * 100:+.0f}%"
+
+
+def shares(doc: dict[str, Any]) -> dict[str, float]:
+    total = sum(c["service"] or 0 for c in doc["clients"].values()) or 1.0
+    return {name: (c["service"] or 0) / total for name, c in doc["clients"].items()}
+
+
+def tables(runs: dict[str, dict[str, dict[str, Any]]]) -> str:
+    out = []
+    for key in METRICS:
+        out += [f"\n**{key}**\n", "| run | real | sim | sim vs real |", "|---|---:|---:|---:|"]
+        for name, pair in runs.items():
+            r, s = pair["real"].get(key), pair["sim"].get(key)
+            out.append(f"| {name} | {_fmt(r)} | {_fmt(s)} | {rel(s, r)} |")
+    out += ["\n**service share per client** (real / sim)\n", "| run | " + " | ".join(
+        sorted(next(iter(runs.values()))["real"]["clients"])) + " |",
+        "|---|" + "---:|" * len(next(iter(runs.values()))["real"]["clients"])]
+    for name, pair in runs.items():
+        rs, ss = shares(pair["real"]), shares(pair["sim"])
+        cells = " | ".join(f"{rs[c]:.3f} / {ss.get(c, 0):.3f}" for c in sorted(rs))
+        out.append(f"| {name} | {cells} |")
+    return "\n".join(out)
+
+
+def _fmt(x: Any) -> str:
+    return "-" if x is None else f"{x:.3f}" if isinstance(x, float) and abs(x) < 10 else f"{x:.0f}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--policies", default="fcfs,lpm,vtc,dlpm")
+    ap.add_argument("--router", default="round_robin")
+    ap.add_argument("--dp", type=int, default=1)
+    ap.add_argument("--workload", default="tot")
+    ap.add_argument("--clients", type=int, default=3)
+    ap.add_argument("--rate", type=float, default=0.15)
+    ap.add_argument("--duration", type=float, default=20.0)
+    ap.add_argument("--depth", type=int, default=2)
+    ap.add_argument("--grace", type=float, default=150.0)
+    args = ap.parse_args()
+    workload = WorkloadConfig(workload=args.workload, scenario="s1", clients=args.clients, rate=args.rate,
+                              duration=args.duration, depth=args.depth)
+    args.out.mkdir(parents=True, exist_ok=True)
+    model = Path(tempfile.mkdtemp(prefix="fidelity-model-"))
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(model)], check=True)
+    path = args.out / "runs.json"
+    runs: dict[str, dict[str, dict[str, Any]]] = json.loads(path.read_text()) if path.exists() else {}
+    for policy in args.policies.split(","):
+        name = f"{args.router}:{policy}" if args.dp > 1 else policy
+        print(f"== {name}", file=sys.stderr, flush=True)
+        real_doc, real_res = real(model, policy, args.router, args.dp, workload, args.grace,
+                                  args.out / f"server_{policy}.log")
+        sim_doc, sim_res = simulated(policy, args.router, args.dp, workload)
+        runs[name] = {"real": real_doc, "sim": sim_doc}
+        plot_overlay({"real": real_res, "sim": sim_res}, args.out / f"overlay_{name.replace(':', '_')}.png",
+                     title=f"{args.workload} s1, {name}: real CPU server (solid) vs simulator (dashed)")
+        path.write_text(json.dumps(runs, indent=1))
+    (args.out / "table.md").write_text(tables(runs))
+    print(tables(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
