@@ -5,9 +5,11 @@
 
 For each policy: starts the server on the tiny model (``--schedule-policy P --enable-cache-report
 --max-total-tokens 60000 --max-running-requests 8`` per worker; with ``--dp 2`` also ``--dp-size 2``
-and ``--load-balance-method`` ``--router``), runs the workload, stops the server, simulates the same programs, and writes ``OUT_DIR/runs.json``
-(both summaries per policy), ``OUT_DIR/table.md`` (per-metric tables with relative errors) and one
-overlaid service-over-time plot per policy. One server at a time, ``OMP_NUM_THREADS=1``.
+and ``--load-balance-method`` ``--router``), runs the workload (prompts as token ids, ``--token-ids``,
+so the server sees the workload's lengths and prefixes), stops the server, simulates the same
+programs, and writes ``OUT_DIR/runs.json`` (both summaries per policy), ``OUT_DIR/table.md``
+(per-metric tables with relative errors) and one overlaid service-over-time plot per policy.
+One server at a time, ``OMP_NUM_THREADS=1``.
 """
 
 from __future__ import annotations
@@ -36,19 +38,20 @@ from sglang_fair.sim.simulator import Simulator  # noqa: E402
 from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
 
 KV_TOKENS = 60000
+TINY_VOCAB = 388  # scripts/make_tiny_model.py's tokenizer (seed 0)
 MAX_RUNNING = 8  # as the e2e tests: a queue forms, so the admission policy matters
 METRICS = ("throughput", "cache_hit_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
            "makespan_s")
 
 
 def real(model: Path, policy: str, router: str, dp: int, workload: WorkloadConfig, grace: float,
-         log: Path) -> tuple[dict[str, Any], RunResult]:
+         log: Path, ids: bool = True) -> tuple[dict[str, Any], RunResult]:
     args = ["--schedule-policy", policy, "--enable-cache-report", "--max-total-tokens", str(KV_TOKENS),
             "--max-running-requests", str(MAX_RUNNING * dp)]
     if dp > 1:
         args += ["--load-balance-method", router]
     with running_server(model, args, log, timeout=600, dp_size=dp) as url:
-        cfg = LoadTestConfig(base_url=url, grace=grace)
+        cfg = LoadTestConfig(base_url=url, grace=grace, token_ids=TINY_VOCAB if ids else 0)
         run, fairness = asyncio.run(bench(cfg, workload, CostModel(), 1.0, True))
     return run_summary(run, fairness), run.result()
 
@@ -106,6 +109,7 @@ def main() -> int:
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--depth", type=int, default=2)
     ap.add_argument("--grace", type=float, default=150.0)
+    ap.add_argument("--text", action="store_true", help="send text prompts instead of token ids")
     args = ap.parse_args()
     workload = WorkloadConfig(workload=args.workload, scenario="s1", clients=args.clients, rate=args.rate,
                               duration=args.duration, depth=args.depth)
@@ -118,7 +122,7 @@ def main() -> int:
         name = f"{args.router}:{policy}" if args.dp > 1 else policy
         print(f"== {name}", file=sys.stderr, flush=True)
         real_doc, real_res = real(model, policy, args.router, args.dp, workload, args.grace,
-                                  args.out / f"server_{policy}.log")
+                                  args.out / f"server_{policy}.log", not args.text)
         sim_doc, sim_res = simulated(policy, args.router, args.dp, workload)
         runs[name] = {"real": real_doc, "sim": sim_doc}
         plot_overlay({"real": real_res, "sim": sim_res}, args.out / f"overlay_{name.replace(':', '_')}.png",

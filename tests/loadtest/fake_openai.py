@@ -35,6 +35,7 @@ class FakeServer:
     fail_clients: frozenset[str] = frozenset()
     hang: bool = False
     fairness: bool = False
+    token_ids: bool = True  # answer return_token_ids
     seen: list[Seen] = field(default_factory=list)
     url: str = ""
 
@@ -48,6 +49,8 @@ class FakeServer:
         body = await request.json()
         client = self.client_of(request, body)
         prompt = body["messages"][-1]["content"] if "messages" in body else body["prompt"]
+        if isinstance(prompt, list):  # token ids: logged as text of ids
+            prompt = "".join(f" {i}" for i in prompt)
         rec = Seen(client, prompt, time.monotonic(), headers=dict(request.headers), body=body)
         self.seen.append(rec)
         if client in self.fail_clients:
@@ -63,9 +66,12 @@ class FakeServer:
         for k in range(n):
             await asyncio.sleep(self.token_s)
             word = f" r{rid}t{k}"
-            rec.output += word
-            choice = {"index": 0, "delta": {"content": word}} if "messages" in body else {
+            choice: dict[str, Any] = {"index": 0, "delta": {"content": word}} if "messages" in body else {
                 "index": 0, "text": word}
+            if body.get("return_token_ids") and self.token_ids:
+                choice["token_ids"] = [100000 * rid + k]
+                word = f" {100000 * rid + k}"
+            rec.output += word
             chunk: dict[str, Any] = {"choices": [choice]}
             if self.continuous_usage:
                 chunk["usage"] = {"prompt_tokens": len(words), "completion_tokens": k + 1}

@@ -60,6 +60,28 @@ def test_children_are_sent_after_their_parents_with_the_real_text() -> None:
     assert doc["cache_hit_rate"] > 0 and doc["missing"] == ["fairness", "retractions", "workers"]
 
 
+def test_token_id_prompts_carry_the_output_ids() -> None:
+    server = FakeServer()
+    workload = tot()
+    doc, _ = run(server, workload, token_ids=50)
+    programs = make_workload(workload)
+    assert doc["programs_finished"] == len(programs) and doc["errors"] == 0
+    assert all(s.body.get("return_token_ids") and isinstance(s.body["prompt"], list) for s in server.seen)
+    assert all(3 <= i < 50 or i >= 100000 for s in server.seen for i in s.body["prompt"])
+    lengths = sorted(len(s.body["prompt"]) for s in server.seen)
+    from sglang_fair.workloads import ProgramRun
+    expected = sorted(len(ProgramRun(p).prompt(i)) for p in programs for i in range(len(p.calls)))
+    assert lengths == expected  # the workload's prompt lengths, exactly
+    children = [s for s in server.seen if any(o.output and o.output in s.prompt for o in server.seen)]
+    uses_output = sum(any(isinstance(x, OutputOf) for x in c.parts) for p in programs for c in p.calls)
+    assert len(children) == uses_output
+
+
+def test_a_server_that_returns_no_ids_is_an_error() -> None:
+    doc, _ = run(FakeServer(token_ids=False), tot(clients=1), token_ids=50)
+    assert doc["clients"]["c0"]["errors"].get("no_token_ids", 0) > 0 and doc["programs_finished"] == 0
+
+
 def test_missing_cached_tokens_are_null_not_zero() -> None:
     doc, _ = run(FakeServer(report_cached=False, fairness=True), tot(clients=1))
     assert doc["cache_hit_rate"] is None and doc["actual_service_rate"] is None
@@ -132,6 +154,7 @@ def test_ctrl_c_writes_what_was_measured(tmp_path: Path) -> None:
     ["--base-url", "localhost:30000"],
     ["--base-url", "http://127.0.0.1:9", "--identity", "key"],
     ["--base-url", "http://127.0.0.1:9", "--grace", "-1"],
+    ["--base-url", "http://127.0.0.1:9", "--token-ids", "50", "--api", "chat"],
     ["--base-url", "http://127.0.0.1:9", "--duration", "1"],  # nothing listens: no model list
 ])
 def test_bad_flags_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:

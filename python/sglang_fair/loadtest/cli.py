@@ -96,7 +96,7 @@ async def bench(cfg: LoadTestConfig, workload: WorkloadConfig, cost: CostModel, 
     model = cfg.model or await discover_model(cfg.root, identity(workload.client_names()[0])[0])
     path = "/v1/chat/completions" if cfg.api == "chat" else "/v1/completions"
     target = Target(cfg.root + path, cfg.api, model, identity, cfg.ignore_eos, cfg.request_timeout,
-                    cfg.max_connections)
+                    cfg.max_connections, cfg.token_ids)
     run = LoadRun(programs, target, cost, workload.duration, cfg.grace, window)
     if progress:
         print(f"bench: {len(programs)} programs, {call_count(programs)} calls to {target.url} "

@@ -9,6 +9,7 @@ from sglang_fair.core.errors import require
 
 APIS = ("completions", "chat")
 IDENTITIES = ("header", "user", "key")
+FIRST_ID = 3  # ids below this are left out of token-id prompts (special tokens in most vocabularies)
 
 
 @dataclass(frozen=True)
@@ -32,6 +33,9 @@ class LoadTestConfig:
     ignore_eos: bool = field(default=True, metadata={
         "help": "send ignore_eos so each call generates its workload's output length"})
     max_connections: int = field(default=512, metadata={"help": "open HTTP connections at most"})
+    token_ids: int = field(default=0, metadata={
+        "help": "send prompts as token ids below this vocabulary size, with earlier calls' output ids "
+                "(the server must return them: SGLang's return_token_ids); 0 = send text"})
     fairness: bool = field(default=True, metadata={"help": "read /fairness at the end where served"})
 
     def __post_init__(self) -> None:
@@ -46,6 +50,9 @@ class LoadTestConfig:
         require(self.grace >= 0, f"grace must be >= 0, got {self.grace}")
         require(self.request_timeout >= 0, f"request_timeout must be >= 0, got {self.request_timeout}")
         require(self.max_connections >= 1, f"max_connections must be >= 1, got {self.max_connections}")
+        require(self.token_ids == 0 or self.token_ids > FIRST_ID,
+                f"token_ids must be 0 (text) or a vocabulary size > {FIRST_ID}, got {self.token_ids}")
+        require(self.token_ids == 0 or self.api == "completions", "--token-ids needs --api completions")
 
     @property
     def root(self) -> str:

@@ -38,6 +38,7 @@ class Target:
     ignore_eos: bool = True
     request_timeout: float = 0.0
     max_connections: int = 512
+    token_ids: int = 0  # vocabulary size of token-id prompts; 0 = text
 
 
 @dataclass
@@ -83,7 +84,7 @@ class LoadRun:
 
     async def _program(self, session: aiohttp.ClientSession, program: Program, rec: ProgramRecord) -> None:
         await asyncio.sleep(max(0.0, program.arrival - self.clock()))
-        state, prompts = ProgramRun(program), PromptBuilder(program)
+        state, prompts = ProgramRun(program), PromptBuilder(program, self.target.token_ids)
         pending: dict[asyncio.Task[CallOutcome], int] = {}
         try:
             for i in state.ready():
@@ -93,12 +94,16 @@ class LoadRun:
                 for task in done:
                     i = pending.pop(task)
                     out = task.result()
+                    if out.error is None and self.target.token_ids and out.token_ids is None:
+                        out.error = "no_token_ids"  # the server ignored return_token_ids
+                        self.errors[program.client][out.error] += 1
                     if out.error is not None:
                         self.not_sent[program.client] += len(program.calls) - len(state.released)
                         return
                     if rec.first_token < 0 and out.first_token is not None:
                         rec.first_token = out.first_token
-                    prompts.outputs[i] = out.text
+                    ids = out.token_ids if self.target.token_ids else None
+                    prompts.outputs[i] = ids if ids is not None else out.text
                     for j in state.finish(i):
                         pending[asyncio.create_task(self._call(session, program, j, prompts))] = j
             rec.finished = self.clock()

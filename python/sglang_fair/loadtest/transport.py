@@ -26,6 +26,7 @@ class CallOutcome:
     first_token: float | None = None
     finished: float | None = None
     text: str = ""
+    token_ids: list[int] | None = None  # generated ids, where the server returns them
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     cached_tokens: int | None = None
@@ -48,9 +49,10 @@ class CallOutcome:
         return [(t, n / len(self.chunks)) for t, _ in self.chunks]
 
 
-def request_body(api: str, model: str, prompt: str, max_tokens: int, ignore_eos: bool,
+def request_body(api: str, model: str, prompt: str | list[int], max_tokens: int, ignore_eos: bool,
                  user: str | None) -> dict[str, Any]:
-    """The JSON body of a streamed completion (``api`` = completions or chat)."""
+    """The JSON body of a streamed completion (``api`` = completions or chat); a token-id prompt
+    asks for the generated ids back (``return_token_ids``)."""
     body: dict[str, Any] = {
         "model": model, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
         "stream_options": {"include_usage": True, "continuous_usage_stats": True},
@@ -59,6 +61,8 @@ def request_body(api: str, model: str, prompt: str, max_tokens: int, ignore_eos:
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
+        if isinstance(prompt, list):
+            body["return_token_ids"] = True
     if ignore_eos:
         body["ignore_eos"] = True
     if user is not None:
@@ -111,7 +115,11 @@ def _on_line(raw: bytes, out: CallOutcome, clock: Clock) -> bool:
     usage = chunk.get("usage") if isinstance(chunk.get("usage"), dict) else None
     if usage is not None:
         _take_usage(usage, out)
-    text = "".join(_choice_text(c) for c in chunk.get("choices") or [])
+    choices = chunk.get("choices") or []
+    for c in choices:
+        if isinstance(c, dict) and isinstance(c.get("token_ids"), list):
+            out.token_ids = (out.token_ids or []) + [i for i in c["token_ids"] if isinstance(i, int)]
+    text = "".join(_choice_text(c) for c in choices)
     if text:
         now = clock()
         if out.first_token is None:
