@@ -71,23 +71,26 @@ def rel(sim: float | None, real: float | None) -> str:
     return f"{(sim - real) / real * 100:+.0f}%"
 
 
-def shares(doc: dict[str, Any]) -> dict[str, float]:
-    total = sum(c["service"] or 0 for c in doc["clients"].values()) or 1.0
-    return {name: (c["service"] or 0) / total for name, c in doc["clients"].items()}
+def shares(doc: dict[str, Any], until: float) -> dict[str, float]:
+    """Each client's share of the service given in the first ``until`` seconds (while programs arrive
+    and the clients compete; over a whole run every program finishes and the shares are the load's)."""
+    got = {c: sum(s[: int(until)]) for c, s in doc["series"].items()}
+    total = sum(got.values()) or 1.0
+    return {c: v / total for c, v in got.items()}
 
 
-def tables(runs: dict[str, dict[str, dict[str, Any]]]) -> str:
+def tables(runs: dict[str, dict[str, dict[str, Any]]], until: float) -> str:
     out = []
     for key in METRICS:
         out += [f"\n**{key}**\n", "| run | real | sim | sim vs real |", "|---|---:|---:|---:|"]
         for name, pair in runs.items():
             r, s = pair["real"].get(key), pair["sim"].get(key)
             out.append(f"| {name} | {_fmt(r)} | {_fmt(s)} | {rel(s, r)} |")
-    out += ["\n**service share per client** (real / sim)\n", "| run | " + " | ".join(
-        sorted(next(iter(runs.values()))["real"]["clients"])) + " |",
-        "|---|" + "---:|" * len(next(iter(runs.values()))["real"]["clients"])]
+    clients = sorted(next(iter(runs.values()))["real"]["clients"])
+    out += [f"\n**service share per client in the first {until:g} s** (real / sim)\n",
+            "| run | " + " | ".join(clients) + " |", "|---|" + "---:|" * len(clients)]
     for name, pair in runs.items():
-        rs, ss = shares(pair["real"]), shares(pair["sim"])
+        rs, ss = shares(pair["real"], until), shares(pair["sim"], until)
         cells = " | ".join(f"{rs[c]:.3f} / {ss.get(c, 0):.3f}" for c in sorted(rs))
         out.append(f"| {name} | {cells} |")
     return "\n".join(out)
@@ -110,6 +113,7 @@ def main() -> int:
     ap.add_argument("--depth", type=int, default=2)
     ap.add_argument("--grace", type=float, default=150.0)
     ap.add_argument("--text", action="store_true", help="send text prompts instead of token ids")
+    ap.add_argument("--share-until", type=float, default=30.0, help="service shares over [0, this] s")
     args = ap.parse_args()
     workload = WorkloadConfig(workload=args.workload, scenario="s1", clients=args.clients, rate=args.rate,
                               duration=args.duration, depth=args.depth)
@@ -124,12 +128,14 @@ def main() -> int:
         real_doc, real_res = real(model, policy, args.router, args.dp, workload, args.grace,
                                   args.out / f"server_{policy}.log", not args.text)
         sim_doc, sim_res = simulated(policy, args.router, args.dp, workload)
+        for doc, res in ((real_doc, real_res), (sim_doc, sim_res)):
+            doc["series"] = {c: res.ledger.series(c, "perceived", res.end_time) for c in doc["clients"]}
         runs[name] = {"real": real_doc, "sim": sim_doc}
         plot_overlay({"real": real_res, "sim": sim_res}, args.out / f"overlay_{name.replace(':', '_')}.png",
                      title=f"{args.workload} s1, {name}: real CPU server (solid) vs simulator (dashed)")
         path.write_text(json.dumps(runs, indent=1))
-    (args.out / "table.md").write_text(tables(runs))
-    print(tables(runs))
+    (args.out / "table.md").write_text(tables(runs, args.share_until))
+    print(tables(runs, args.share_until))
     return 0
 
 
