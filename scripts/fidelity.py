@@ -86,6 +86,12 @@ def tables(runs: dict[str, dict[str, dict[str, Any]]], until: float) -> str:
         for name, pair in runs.items():
             r, s = pair["real"].get(key), pair["sim"].get(key)
             out.append(f"| {name} | {_fmt(r)} | {_fmt(s)} | {rel(s, r)} |")
+        order = {side: " > ".join(sorted(runs, key=lambda n, side=side: -(runs[n][side].get(key) or 0)))
+                 for side in ("real", "sim")}
+        same = "same" if order["real"] == order["sim"] else "differs"
+        out.append(f"\nranking, real: {order['real']}; sim: {order['sim']} ({same})")
+    if not all("series" in pair[side] for pair in runs.values() for side in ("real", "sim")):
+        return "\n".join(out)
     clients = sorted(next(iter(runs.values()))["real"]["clients"])
     out += [f"\n**service share per client in the first {until:g} s** (real / sim)\n",
             "| run | " + " | ".join(clients) + " |", "|---|" + "---:|" * len(clients)]
@@ -114,10 +120,15 @@ def main() -> int:
     ap.add_argument("--grace", type=float, default=150.0)
     ap.add_argument("--text", action="store_true", help="send text prompts instead of token ids")
     ap.add_argument("--share-until", type=float, default=30.0, help="service shares over [0, this] s")
+    ap.add_argument("--table-only", action="store_true", help="rewrite table.md from OUT_DIR/runs.json")
     args = ap.parse_args()
     workload = WorkloadConfig(workload=args.workload, scenario="s1", clients=args.clients, rate=args.rate,
                               duration=args.duration, depth=args.depth)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.table_only:
+        (args.out / "table.md").write_text(tables(json.loads((args.out / "runs.json").read_text()),
+                                                  args.share_until))
+        return 0
     model = Path(tempfile.mkdtemp(prefix="fidelity-model-"))
     subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(model)], check=True)
     path = args.out / "runs.json"
