@@ -33,7 +33,7 @@ from sglang_fair.loadtest.summary import run_summary  # noqa: E402
 from sglang_fair.metrics import RunResult, summarize  # noqa: E402
 from sglang_fair.sglang_plugin.testing import running_server  # noqa: E402
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
-from sglang_fair.sim.report import plot_overlay  # noqa: E402
+from sglang_fair.sim.report import plot_overlay, service_series  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
 from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
 
@@ -74,7 +74,8 @@ def rel(sim: float | None, real: float | None) -> str:
 def shares(doc: dict[str, Any], until: float) -> dict[str, float]:
     """Each client's share of the service given in the first ``until`` seconds (while programs arrive
     and the clients compete; over a whole run every program finishes and the shares are the load's)."""
-    got = {c: sum(s[: int(until)]) for c, s in doc["series"].items()}
+    series = doc["service_series"]
+    got = {c: sum(s[: int(until / series["window"])]) for c, s in series["clients"].items()}
     total = sum(got.values()) or 1.0
     return {c: v / total for c, v in got.items()}
 
@@ -90,7 +91,7 @@ def tables(runs: dict[str, dict[str, dict[str, Any]]], until: float) -> str:
                  for side in ("real", "sim")}
         same = "same" if order["real"] == order["sim"] else "differs"
         out.append(f"\nranking, real: {order['real']}; sim: {order['sim']} ({same})")
-    if not all("series" in pair[side] for pair in runs.values() for side in ("real", "sim")):
+    if not all("service_series" in pair[side] for pair in runs.values() for side in ("real", "sim")):
         return "\n".join(out)
     clients = sorted(next(iter(runs.values()))["real"]["clients"])
     out += [f"\n**service share per client in the first {until:g} s** (real / sim)\n",
@@ -140,9 +141,10 @@ def main() -> int:
                                   args.out / f"server_{policy}.log", not args.text)
         sim_doc, sim_res = simulated(policy, args.router, args.dp, workload)
         for doc, res in ((real_doc, real_res), (sim_doc, sim_res)):
-            doc["series"] = {c: res.ledger.series(c, "perceived", res.end_time) for c in doc["clients"]}
+            doc["service_series"] = service_series(res)
         runs[name] = {"real": real_doc, "sim": sim_doc}
-        plot_overlay({"real": real_res, "sim": sim_res}, args.out / f"overlay_{name.replace(':', '_')}.png",
+        plot_overlay({"real": real_doc["service_series"], "sim": sim_doc["service_series"]},
+                     args.out / f"overlay_{name.replace(':', '_')}.png",
                      title=f"{args.workload} s1, {name}: real CPU server (solid) vs simulator (dashed)")
         path.write_text(json.dumps(runs, indent=1))
     (args.out / "table.md").write_text(tables(runs, args.share_until))

@@ -160,3 +160,20 @@ def test_ctrl_c_writes_what_was_measured(tmp_path: Path) -> None:
 def test_bad_flags_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["bench", "--no-progress", *argv]) == 2
     assert "sglang-fair bench: error:" in capsys.readouterr().err
+
+
+def test_one_report_overlays_a_simulated_and_a_real_run(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    flags = ["--workload", "tot", "--depth", "1", "--clients", "2", "--duration", "2", "--rate", "1",
+             "--no-progress"]
+    sim_json, real_json, png = tmp_path / "sim.json", tmp_path / "real.json", tmp_path / "overlay.png"
+    assert cli_main(["sim", *flags, "--json", str(sim_json)]) == 0
+    with Running(FakeServer()) as url:
+        assert cli_main(["bench", "--base-url", url, *flags, "--json", str(real_json)]) == 0
+    sim, real = json.loads(sim_json.read_text()), json.loads(real_json.read_text())
+    assert set(sim) - {"config"} <= set(real)  # every key of sim --json, plus the client-side ones
+    assert set(real["service_series"]["clients"]) == set(sim["service_series"]["clients"]) == {"c0", "c1"}
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "overlay_runs.py"), str(png),
+                           f"sim={sim_json}", f"real={real_json}"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert png.stat().st_size > 1000

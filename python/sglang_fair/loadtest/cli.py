@@ -119,7 +119,7 @@ async def bench(cfg: LoadTestConfig, workload: WorkloadConfig, cost: CostModel, 
 
 def main(args: argparse.Namespace) -> int:
     from sglang_fair.loadtest.summary import run_summary
-    from sglang_fair.sim.report import format_clients, format_table, plot_service
+    from sglang_fair.sim.report import format_clients, format_table, plot_service, service_series
 
     cfg = from_flags(LoadTestConfig, args)
     workload = from_flags(WorkloadConfig, args)
@@ -131,7 +131,8 @@ def main(args: argparse.Namespace) -> int:
     print()
     print(format_clients(summary))
     if args.json:
-        doc = dict(summary, config={"bench": asdict(cfg), "workload": asdict(workload),
+        doc = dict(summary, service_series=service_series(run.result()),
+                   config={"bench": asdict(cfg), "workload": asdict(workload),
                                     "w_e": cost.w_e, "w_q": cost.w_q, "model": run.target.model})
         try:
             Path(args.json).parent.mkdir(parents=True, exist_ok=True)

@@ -86,10 +86,17 @@ def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5,
     return paths
 
 
-def plot_overlay(runs: dict[str, RunResult], path: Path, title: str = "", kind: str = "perceived",
-                 smooth: int = 5) -> Path:
+def service_series(res: RunResult, kind: str = "perceived") -> dict[str, Any]:
+    """Service per client per metrics window (``{"window": s, "kind": ..., "clients": {c: [...]}}``):
+    what ``--json`` writes under ``service_series`` so a report can overlay runs from their JSON."""
+    clients = sorted({p.client for p in res.programs})
+    return {"window": res.ledger.window, "kind": kind,
+            "clients": {c: [round(v, 1) for v in res.ledger.series(c, kind, res.end_time)] for c in clients}}
+
+
+def plot_overlay(runs: dict[str, dict[str, Any]], path: Path, title: str = "", smooth: int = 5) -> Path:
     """Service rate per client over time of several runs on one axis (one colour per client, one line
-    style per run): a simulated and a real run of the same workload, say."""
+    style per run), from each run's :func:`service_series`: a simulated and a real run, say."""
     try:
         import matplotlib
 
@@ -99,12 +106,13 @@ def plot_overlay(runs: dict[str, RunResult], path: Path, title: str = "", kind: 
         raise ConfigError("plots need matplotlib: pip install 'sglang-fair[sim]'") from None
     fig, ax = plt.subplots(figsize=(8, 3.8))
     styles = ("-", "--", ":", "-.")
-    clients = sorted({p.client for res in runs.values() for p in res.programs})
-    for i, (name, res) in enumerate(runs.items()):
+    clients = sorted({c for series in runs.values() for c in series["clients"]})
+    for i, (name, series) in enumerate(runs.items()):
+        window = float(series["window"])
         for j, c in enumerate(clients):
-            rate = _moving_average(res.ledger.series(c, kind, res.end_time), smooth)
-            xs = [(k + 0.5) * res.ledger.window for k in range(len(rate))]
-            ax.plot(xs, [v / res.ledger.window for v in rate], styles[i % len(styles)], color=f"C{j}",
+            rate = _moving_average(list(series["clients"].get(c, [])), smooth)
+            xs = [(k + 0.5) * window for k in range(len(rate))]
+            ax.plot(xs, [v / window for v in rate], styles[i % len(styles)], color=f"C{j}",
                     label=f"{c} {name}", linewidth=1)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("weighted tokens / s")
