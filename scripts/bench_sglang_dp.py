@@ -4,7 +4,7 @@
 
 Each configuration gets a fresh ``sglang-fair serve --dp-size 2 --load-balance-method M
 --schedule-policy P`` (the global router runs in both), the scenario of
-:mod:`sglang_fair.sglang_plugin.dp_scenario` for ``--window`` seconds, and a read of the router's
+:mod:`sglang_fair.harness.dp_scenario` for ``--window`` seconds, and a read of the router's
 ``/state``. Prints one JSON row per configuration (recorded in docs/benchmarks.md).
 Needs SGLang (scripts/install_sglang_cpu.sh) and scripts/make_tiny_model.py's model.
 """
@@ -17,8 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.sglang_plugin.dp_scenario import DPWorkload, run_dp_scenario
-from sglang_fair.sglang_plugin.testing import free_port, get_json, running_server
+from sglang_fair.harness.dp_scenario import DPWorkload, run_dp_scenario
+from sglang_fair.harness.server import free_port, get_json, running_server
 
 DLPM = ("--fair-quantum", "256")
 CONFIGS = (("round_robin", "lpm", ()), ("round_robin", "dlpm", DLPM), ("d2lpm", "dlpm", DLPM),

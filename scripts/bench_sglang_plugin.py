@@ -118,9 +118,9 @@ def overhead(steps: int) -> None:
 
 
 def throughput(model: Path, window: float, rounds: int) -> None:
-    from sglang_fair.sglang_plugin.loadgen import ClientSpec, run_load
-    from sglang_fair.sglang_plugin.scenario import words
-    from sglang_fair.sglang_plugin.testing import running_server
+    from sglang_fair.harness.loadgen import ClientSpec, run_load
+    from sglang_fair.harness.scenario import words
+    from sglang_fair.harness.server import running_server
 
     def client(c: int) -> ClientSpec:
         prefix = words(100 + c, 600)
@@ -144,8 +144,8 @@ def throughput(model: Path, window: float, rounds: int) -> None:
 def scenario(model: Path, window: float) -> None:
     import json
 
-    from sglang_fair.sglang_plugin.scenario import Workload, run_scenario
-    from sglang_fair.sglang_plugin.testing import running_server
+    from sglang_fair.harness.scenario import Workload, run_scenario
+    from sglang_fair.harness.server import running_server
 
     args = ("--max-running-requests", "8", "--max-total-tokens", "60000")
     for name, extra in (("lpm", ()), ("fcfs", ()), ("dlpm", ("--fair-quantum", "256")), ("vtc", ())):

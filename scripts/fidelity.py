@@ -27,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from sglang_fair.core.cost import CostModel  # noqa: E402
+from sglang_fair.harness.server import running_server  # noqa: E402
 from sglang_fair.loadtest.cli import bench  # noqa: E402
 from sglang_fair.loadtest.config import LoadTestConfig  # noqa: E402
 from sglang_fair.loadtest.summary import run_summary  # noqa: E402
 from sglang_fair.metrics import RunResult, summarize  # noqa: E402
-from sglang_fair.sglang_plugin.testing import running_server  # noqa: E402
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
 from sglang_fair.sim.report import plot_overlay, service_series  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sglang_fair.admission import AdmissionConfig
 from sglang_fair.core.cost import CostModel
+from sglang_fair.metrics.ledger import ServiceLedger
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.backlog import BacklogRecorder
 from sglang_fair.sim.cluster import Cluster, ClusterConfig
@@ -26,6 +27,7 @@ def run_cluster(
     cost: CostModel | None = None,
     every_worker: bool = False,
     perceived: bool = False,
+    ledger: ServiceLedger | None = None,
 ) -> tuple[Cluster, BacklogRecorder]:
     cost = cost or CostModel()
     cluster = Cluster(
@@ -33,6 +35,8 @@ def run_cluster(
         AdmissionConfig(policy=policy, quantum=quantum, cost=cost),
         RouterConfig(policy=router, num_workers=workers, quantum=router_quantum, cost=cost),
     )
+    for w in cluster.workers:
+        w.ledger = ledger
     clients = sorted({r.client for r in requests})
     recorder = BacklogRecorder(clients, cost, every_worker=every_worker, perceived=perceived)
     cluster.run(requests, recorder)

@@ -23,6 +23,19 @@ def test_bad_cost_is_rejected(kwargs: dict[str, object]) -> None:
         CostModel(**kwargs)  # type: ignore[arg-type]
 
 
+def test_weights_parse_from_flags_and_round_trip_through_json() -> None:
+    from sglang_fair.core.cost import format_weights, parse_weights
+
+    assert parse_weights("alice=2, bob=1.5,") == {"alice": 2.0, "bob": 1.5}
+    odd = {"team,x=1": 3.0, "b": 0.5}
+    assert parse_weights(format_weights(odd)) == odd
+    bad_inputs = (("a", "expected CLIENT=WEIGHT"), ("a=x", "not a number"), ("a=0", "must be > 0"),
+                  ('{"a": "x"}', "not a number"), ("{nope", "not a JSON object"), ("[1]", "CLIENT=WEIGHT"))
+    for bad, message in bad_inputs:
+        with pytest.raises(ConfigError, match=message):
+            parse_weights(bad)
+
+
 def test_negative_lengths_are_rejected() -> None:
     with pytest.raises(ConfigError, match="extend tokens"):
         CostModel().extend_cost(-1)

@@ -10,8 +10,10 @@ from types import SimpleNamespace
 import pytest
 
 from sglang_fair.cli import build_parser
+from sglang_fair.core.cost import parse_weights
 from sglang_fair.core.errors import ConfigError
-from sglang_fair.sglang_plugin.router_launch import KV_EVENTS, check_router_args, plan_router
+from sglang_fair.sglang_plugin.config import build_config
+from sglang_fair.sglang_plugin.router_launch import KV_EVENTS, check_router_args, cost_flags, plan_router
 from sglang_fair.sglang_plugin.router_link import (
     ENV_ROUTER,
     ROUTER_METHODS,
@@ -81,6 +83,16 @@ def test_router_command_is_accepted_by_the_router_cli() -> None:
     assert (args.policy, args.quantum, args.heartbeat_timeout, args.http_port) == ("preble", 123.0, 4.0, 8111)
     assert args.workers == ",".join(link.workers()) and args.feedback == link.feedback
     assert (args.w_e, args.w_q, args.http_host) == (1.5, 3.0, "127.0.0.1")
+
+
+def test_the_router_gets_every_client_weight(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.txt"
+    keys.write_text("sk-1 team,x 3\nsk-2 bob\n")
+    config = build_config({"client_weights": "alice=2", "client_keys": str(keys), "fair_w_q": 4.0})
+    link = RouterLink("/tmp/x", 2)
+    args = build_parser().parse_args(router_command(link, "d2lpm", RouterFlags(), cost_flags(config)))
+    assert parse_weights(args.client_weights) == {"alice": 2.0, "team,x": 3.0}
+    assert (args.w_e, args.w_q) == (1.0, 4.0)
 
 
 def test_serve_help_lists_router_flags(capsys: pytest.CaptureFixture[str]) -> None:

@@ -88,6 +88,16 @@ def test_d2lpm_counters_are_per_client() -> None:
     assert d2.counters("b") == [10.0, 50.0]
 
 
+def test_weighted_d2lpm_refills_by_quantum_times_weight() -> None:
+    from sglang_fair.core.cost import CostModel
+
+    cost = CostModel(client_weights={"gold": 2.0})
+    d2 = make_routing_policy(RouterConfig("d2lpm", num_workers=2, quantum=50, cost=cost))
+    d2.route(Q(0, "gold", [1] * 40))
+    d2.route(Q(1, "plain", [2] * 40))
+    assert d2.counters("gold") == [100.0 - 40, 100.0] and d2.counters("plain") == [50.0, 50.0 - 40]
+
+
 def test_dead_workers_get_nothing_and_are_forgotten() -> None:
     for name in ("round_robin", "shortest_queue", "client_rr", "cache_aware", "preble", "d2lpm"):
         r = router(name, workers=3)

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gc
+import math
 import os
 import threading
 import time
 from array import array
+from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -20,9 +22,10 @@ class FakeWorker(threading.Thread):
     """Binds ``endpoint``; reports each dispatch finished with ``output_tokens`` on ``feedback``."""
 
     def __init__(self, index: int, endpoint: str, feedback: str, output_tokens: int = 16,
-                 heartbeat_s: float = 0.2) -> None:
+                 heartbeat_s: float = 0.2, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(daemon=True)
         self.index, self.output_tokens, self.heartbeat_s = index, output_tokens, heartbeat_s
+        self.clock = clock
         ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.inbox = ctx.socket(zmq.PULL)
         self.inbox.setsockopt(zmq.LINGER, 0)
@@ -30,7 +33,7 @@ class FakeWorker(threading.Thread):
         self.outbox = ctx.socket(zmq.PUSH)
         self.outbox.setsockopt(zmq.LINGER, 0)
         self.outbox.connect(feedback)
-        self.received: list[tuple[str, str, float]] = []  # rid, client, receive time
+        self.received: list[tuple[str, float]] = []  # rid, receive time
         self.alive = True  # set False to simulate a hang (stops answering and heartbeating)
         self.answer = True  # set False to keep requests "running" forever
         self._halt = threading.Event()
@@ -39,11 +42,13 @@ class FakeWorker(threading.Thread):
         self._halt.set()
 
     def run(self) -> None:
-        seq, next_beat = 0, 0.0
+        seq = 0
+        next_beat: float | None = None  # the first heartbeat goes out at once, whatever the clock reads
         while not self._halt.is_set():
-            if self.alive and time.monotonic() >= next_beat:
+            now = self.clock()
+            if self.alive and (next_beat is None or now >= next_beat):
                 self.outbox.send(encode(wm.Heartbeat(self.index, seq, loops=seq)))
-                seq, next_beat = seq + 1, time.monotonic() + self.heartbeat_s
+                seq, next_beat = seq + 1, now + self.heartbeat_s
             if not self.inbox.poll(10):
                 continue
             while True:
@@ -59,11 +64,11 @@ class FakeWorker(threading.Thread):
     def _handle(self, frames: list[bytes]) -> None:
         msg = wm.decode_to_worker(frames[0])
         if isinstance(msg, wm.Dispatch):
-            self.received.append((msg.rid, msg.client, time.monotonic()))
+            self.received.append((msg.rid, self.clock()))
             if self.answer:
-                self.outbox.send(encode(wm.Finished(self.index, msg.rid, msg.client, self.output_tokens)))
+                self.outbox.send(encode(wm.Finished(self.index, msg.rid, self.output_tokens)))
         else:
-            self.outbox.send(encode(wm.Finished(self.index, msg.rid, "?", 0, aborted=True)))
+            self.outbox.send(encode(wm.Finished(self.index, msg.rid, 0, aborted=True)))
 
 
 def serve_pool(endpoints: list[str], feedback: str, received: Any, control: Connection,
@@ -90,7 +95,7 @@ def serve_pool(endpoints: list[str], feedback: str, received: Any, control: Conn
     outbox = ctx.socket(zmq.PUSH)
     outbox.connect(feedback)
     sent_ns, recv_ns = array("q"), array("q")
-    next_beat, beats = 0.0, 0
+    next_beat, beats = -math.inf, 0  # the first heartbeat goes out at once, whatever the clock reads
     while True:
         now = time.monotonic()
         if now >= next_beat:
@@ -115,5 +120,5 @@ def serve_pool(endpoints: list[str], feedback: str, received: Any, control: Conn
                 sent_ns.append(int.from_bytes(frames[1][:8], "little"))
                 recv_ns.append(t)
                 received.value += 1
-                outbox.send(encode(wm.Finished(index[sock], msg.rid, msg.client, 32)))
+                outbox.send(encode(wm.Finished(index[sock], msg.rid, 32)))
     ctx.destroy(0)

@@ -4,40 +4,67 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-def prometheus_text(snap: dict[str, Any]) -> str:
-    lines = [
-        "# TYPE sglang_fair_router_tree_tokens gauge",
-        f"sglang_fair_router_tree_tokens {snap['tree_tokens']}",
-        "# TYPE sglang_fair_router_inflight gauge",
-        f"sglang_fair_router_inflight {snap['inflight']}",
-        "# TYPE sglang_fair_router_events_total counter",
-    ]
-    lines += [f'sglang_fair_router_events_total{{event="{k}"}} {v}' for k, v in snap["counts"].items()]
-    lines += ["# TYPE sglang_fair_router_worker_queue gauge", "# TYPE sglang_fair_router_worker_alive gauge",
-              "# TYPE sglang_fair_router_worker_cached_tokens gauge",
-              "# TYPE sglang_fair_router_worker_hit_estimate gauge"]
-    for w in snap["workers"]:
-        label = f'worker="{w["worker"]}"'
-        lines += [f"sglang_fair_router_worker_queue{{{label}}} {w['queue']}",
-                  f"sglang_fair_router_worker_alive{{{label}}} {int(w['alive'])}",
-                  f"sglang_fair_router_worker_cached_tokens{{{label}}} {w['cached_tokens_estimate']}"]
-        if w["hit_estimate"] is not None:
-            lines.append(f"sglang_fair_router_worker_hit_estimate{{{label}}} {w['hit_estimate']:.4f}")
-    lines.append("# TYPE sglang_fair_router_deficit gauge")
-    for client, q in snap["deficits"].items():
-        name = json.dumps(client)
-        lines += [f'sglang_fair_router_deficit{{client={name},worker="{w}"}} {x}' for w, x in enumerate(q)]
-    latency = snap.get("submit_to_dispatch_us")
-    if latency:
-        lines.append("# TYPE sglang_fair_router_dispatch_us gauge")
-        quantiles = ("p50", "p99", "p999")
-        lines += [f'sglang_fair_router_dispatch_us{{quantile="{q}"}} {latency[q]}' for q in quantiles]
-    return "\n".join(lines) + "\n"
+PREFIX = "sglang_fair_router"
+
+
+class SnapshotCollector(Collector):
+    """Exposes a router snapshot (taken at scrape time) as Prometheus metric families."""
+
+    def __init__(self, snapshot: Callable[[], dict[str, Any]]) -> None:
+        self.snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        snap = self.snapshot()
+        yield GaugeMetricFamily(f"{PREFIX}_tree_tokens", "tokens held by the global radix tree",
+                                value=snap["tree_tokens"])
+        yield GaugeMetricFamily(f"{PREFIX}_inflight", "requests dispatched and not finished",
+                                value=snap["inflight"])
+        events = CounterMetricFamily(f"{PREFIX}_events", "router events by kind", labels=["event"])
+        for kind, count in snap["counts"].items():
+            events.add_metric([kind], count)
+        yield events
+        yield from self._workers(snap["workers"])
+        deficit = GaugeMetricFamily(f"{PREFIX}_deficit", "D2LPM counter q[client][worker]",
+                                    labels=["client", "worker"])
+        for client, q in snap["deficits"].items():
+            for worker, value in enumerate(q):
+                deficit.add_metric([client, str(worker)], value)
+        yield deficit
+        latency = snap.get("submit_to_dispatch_us")
+        if latency:
+            family = GaugeMetricFamily(f"{PREFIX}_dispatch_us", "submit-to-dispatch time inside the router",
+                                       labels=["quantile"])
+            for q in ("p50", "p99", "p999"):
+                family.add_metric([q], latency[q])
+            yield family
+
+    @staticmethod
+    def _workers(workers: list[dict[str, Any]]) -> Iterator[Metric]:
+        figures = {"queue": ("queue", "requests dispatched to the worker and not finished"),
+                   "alive": ("alive", "1 while the worker answers"),
+                   "cached_tokens": ("cached_tokens_estimate", "tokens the tree records the worker holds"),
+                   "hit_estimate": ("hit_estimate", "share of dispatched input tokens the tree said it held")}
+        for name, (key, doc) in figures.items():
+            family = GaugeMetricFamily(f"{PREFIX}_worker_{name}", doc, labels=["worker"])
+            for w in workers:
+                if w[key] is not None:
+                    family.add_metric([str(w["worker"])], float(w[key]))
+            yield family
+
+
+def prometheus_text(snapshot: Callable[[], dict[str, Any]]) -> bytes:
+    """The Prometheus text exposition of one snapshot (prometheus_client does the format)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(SnapshotCollector(snapshot))
+    return bytes(generate_latest(registry))
 
 
 def serve_state(port: int, snapshot: Callable[[], dict[str, Any]],
@@ -49,7 +76,7 @@ def serve_state(port: int, snapshot: Callable[[], dict[str, Any]],
             if self.path == "/state":
                 body, kind = json.dumps(snapshot()).encode(), "application/json"
             elif self.path == "/metrics":
-                body, kind = prometheus_text(snapshot()).encode(), "text/plain; version=0.0.4"
+                body, kind = prometheus_text(snapshot), CONTENT_TYPE_LATEST
             else:
                 self.send_error(404, "try /state or /metrics")
                 return

@@ -143,7 +143,7 @@ class RouterService:
         except NoWorkerError as err:
             self.failures.send(encode(fm.Failed(msg.rid, str(err))))
             return
-        self.to_workers[worker].send_multipart([encode(wm.Dispatch(msg.rid, msg.client)), frames[1]],
+        self.to_workers[worker].send_multipart([encode(wm.Dispatch(msg.rid)), frames[1]],
                                                copy=False)
         self.submit_latency.record(time.perf_counter_ns() - t0)
 

@@ -37,7 +37,6 @@ from sglang_fair_router.worker_msgs import Evicted, Finished, Heartbeat
 class InFlight:
     worker: int
     client: str
-    dispatched_at: float
 
 
 class RouterState:
@@ -50,6 +49,7 @@ class RouterState:
         self.progress: list[tuple[int, float] | None] = [None] * len(policy.workers)  # (loops, since)
         self.inflight: dict[str, InFlight] = {}
         self.last_seen: list[float | None] = [None] * len(policy.workers)
+        self.reported: list[int | None] = [None] * len(policy.workers)  # the worker's own in-flight count
         self.counts = {"dispatched": 0, "finished": 0, "failed": 0, "evicted": 0, "ignored_feedback": 0,
                        "dropped": 0}
 
@@ -58,7 +58,7 @@ class RouterState:
         worker = self.policy.route(msg)
         if self.last_seen[worker] is None:
             self.last_seen[worker] = now  # its silence counts from now on
-        self.inflight[msg.rid] = InFlight(worker, msg.client, now)
+        self.inflight[msg.rid] = InFlight(worker, msg.client)
         self.counts["dispatched"] += 1
         return worker
 
@@ -75,6 +75,7 @@ class RouterState:
         if msg.worker not in self.policy.alive:
             self.policy.mark_alive(msg.worker)  # back from the dead: starts empty
         if isinstance(msg, Heartbeat):
+            self.reported[msg.worker] = msg.inflight
             seen = self.progress[msg.worker]
             if seen is None or seen[0] != msg.loops:
                 self.progress[msg.worker] = (msg.loops, now)
@@ -120,7 +121,6 @@ class RouterState:
     def snapshot(self) -> dict[str, Any]:
         """The read-only view served as JSON: tree size, per-worker queues and cache estimate, q."""
         policy, tree = self.policy, self.policy.tree
-        deficits = getattr(policy, "deficits", {})
         return {
             "policy": policy.name,
             "tree_tokens": tree.tokens,
@@ -129,8 +129,9 @@ class RouterState:
             "counts": dict(self.counts),
             "workers": [
                 {"worker": w, "alive": w in policy.alive, "queue": policy.queue[w],
-                 "cached_tokens_estimate": tree.worker_tokens[w], "hit_estimate": policy.hit_estimate(w)}
+                 "reported_inflight": self.reported[w], "cached_tokens_estimate": tree.worker_tokens[w],
+                 "hit_estimate": policy.hit_estimate(w)}
                 for w in policy.workers
             ],
-            "deficits": {client: list(q) for client, q in deficits.items()},
+            "deficits": policy.counter_view(),
         }

@@ -14,14 +14,15 @@ import msgspec
 from sglang_fair.core.global_tree import WIDTH
 from sglang_fair_router.codec import MessageError, decode
 
-VERSION = 1
+VERSION = 2  # 2: Dispatch and Finished carry no client (the router knows it); Heartbeat.inflight
 Count = Annotated[int, msgspec.Meta(ge=0)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 
 class Dispatch(msgspec.Struct, tag="dispatch", frozen=True):
+    """Run the request in the payload frame (its rid is ``rid``)."""
+
     rid: NonEmpty
-    client: NonEmpty
     v: int = VERSION
 
 
@@ -35,7 +36,6 @@ class Finished(msgspec.Struct, tag="finished", frozen=True):
 
     worker: Count
     rid: NonEmpty
-    client: NonEmpty
     output_tokens: Count
     aborted: bool = False
     v: int = VERSION
@@ -53,12 +53,12 @@ class Evicted(msgspec.Struct, tag="evicted", frozen=True):
 class Heartbeat(msgspec.Struct, tag="heartbeat", frozen=True):
     """Sent every interval by a thread of the worker process (so a long step does not silence it);
     ``loops`` counts the scheduler loop's iterations, so the router can tell a hung loop from a busy
-    one."""
+    one; ``inflight`` counts the routed requests the worker has not finished (shown beside the
+    router's own count in ``/state``)."""
 
     worker: Count
     seq: Count
-    waiting: Count = 0
-    running: Count = 0
+    inflight: Count = 0
     loops: Count = 0
     v: int = VERSION
 

@@ -9,8 +9,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.sglang_plugin.scenario import Summary, Workload, run_scenario
-from sglang_fair.sglang_plugin.testing import get_json, running_server
+from sglang_fair.harness.scenario import Summary, Workload, run_scenario
+from sglang_fair.harness.server import get_json, running_server
 
 MAX_RUNNING = ("--max-running-requests", "8", "--max-total-tokens", "60000")
 WINDOW_S = 20.0

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from sglang_fair.sglang_plugin.testing import running_server
+from sglang_fair.harness.server import running_server
 
 pytestmark = pytest.mark.e2e
 

@@ -1,7 +1,7 @@
 """DLPM in the real SGLang server vs SGLang's own LPM: the light client, the bound, the cache.
 
 One LPM server and one DLPM server (API keys, metrics on) run the same workload (see
-``sglang_fair.sglang_plugin.scenario``) for the same window, on the same machine, one after the other.
+``sglang_fair.harness.scenario``) for the same window, on the same machine, one after the other.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from fair_e2e_support import (
     wait_idle,
 )
 
-from sglang_fair.sglang_plugin.scenario import Summary, Workload, run_scenario
-from sglang_fair.sglang_plugin.testing import running_server
+from sglang_fair.harness.scenario import Summary, Workload, run_scenario
+from sglang_fair.harness.server import running_server
 
 pytestmark = pytest.mark.e2e
 

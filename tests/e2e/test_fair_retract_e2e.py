@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from fair_e2e_support import wait_idle
 
-from sglang_fair.sglang_plugin.loadgen import ClientSpec, run_load
-from sglang_fair.sglang_plugin.scenario import words
-from sglang_fair.sglang_plugin.testing import get_json, running_server
+from sglang_fair.harness.loadgen import ClientSpec, run_load
+from sglang_fair.harness.scenario import words
+from sglang_fair.harness.server import get_json, running_server
 
 pytestmark = pytest.mark.e2e
 OUT, W_E, W_Q = 200, 1.0, 2.0

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from fair_e2e_support import MAX_RUNNING, post, requests_eventually, requests_of, wait_idle
 
-from sglang_fair.sglang_plugin.scenario import Summary, Workload, run_scenario
-from sglang_fair.sglang_plugin.testing import get_json, running_server
+from sglang_fair.harness.scenario import Summary, Workload, run_scenario
+from sglang_fair.harness.server import get_json, running_server
 
 pytestmark = pytest.mark.e2e
 WINDOW = 15.0

@@ -1,7 +1,7 @@
 """The global router in front of SGLang's two data-parallel CPU workers, over real HTTP and ZMQ.
 
 Round robin + LPM and D²LPM + DLPM (both routed by ``sglang_fair_router``) run the same workload
-(:mod:`sglang_fair.sglang_plugin.dp_scenario`: one client's shared-prefix programs, two light
+(:mod:`sglang_fair.harness.dp_scenario`: one client's shared-prefix programs, two light
 clients) for the same window; then one worker of the D²LPM server is killed mid-load.
 """
 
@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from sglang_fair.sglang_plugin.dp_scenario import DPSummary, DPWorkload, run_dp_scenario
-from sglang_fair.sglang_plugin.loadgen import Outcome, generate
-from sglang_fair.sglang_plugin.scenario import words
-from sglang_fair.sglang_plugin.testing import free_port, get_json, running_server
+from sglang_fair.harness.dp_scenario import DPSummary, DPWorkload, run_dp_scenario
+from sglang_fair.harness.loadgen import Outcome, generate
+from sglang_fair.harness.scenario import words
+from sglang_fair.harness.server import free_port, get_json, running_server
 
 pytestmark = pytest.mark.e2e
 

@@ -16,10 +16,10 @@ def test_round_trips() -> None:
     assert fm.decode_inbound(encode(submit)) == submit
     assert fm.decode_inbound(encode(fm.Abort("r1"))) == fm.Abort("r1")
     assert fm.decode_failed(encode(fm.Failed("r1", "worker 0 died"))).reason == "worker 0 died"
-    for msg in (wm.Finished(3, "r1", "alice", 17), wm.Heartbeat(2, 9, 4, 1),
+    for msg in (wm.Finished(3, "r1", 17), wm.Heartbeat(2, 9, 4, 1),
                 wm.Evicted(1, pack_tokens([4, 5]), 1)):
         assert wm.decode_feedback(encode(msg)) == msg
-    assert wm.decode_to_worker(encode(wm.Dispatch("r1", "alice"))) == wm.Dispatch("r1", "alice")
+    assert wm.decode_to_worker(encode(wm.Dispatch("r1"))) == wm.Dispatch("r1")
 
 
 @pytest.mark.parametrize("frame", [
@@ -36,9 +36,10 @@ def test_bad_frontend_frames_are_refused(frame: bytes) -> None:
 
 
 @pytest.mark.parametrize("frame", [
-    msgspec.msgpack.encode({"type": "finished", "worker": -1, "rid": "r", "client": "c", "output_tokens": 1}),
+    msgspec.msgpack.encode({"type": "finished", "worker": -1, "rid": "r", "output_tokens": 1}),
+    msgspec.msgpack.encode({"type": "finished", "worker": 0, "rid": "r", "output_tokens": 1, "v": 1}),  # old
     msgspec.msgpack.encode({"type": "evicted", "worker": 0, "tokens": b"\0\0\0", "start": 0}),
-    msgspec.msgpack.encode({"type": "dispatch", "rid": "r", "client": "c"}),  # wrong direction
+    msgspec.msgpack.encode({"type": "dispatch", "rid": "r"}),  # wrong direction
 ])
 def test_bad_feedback_frames_are_refused(frame: bytes) -> None:
     with pytest.raises(MessageError):

@@ -63,8 +63,8 @@ def test_router_reports_its_own_time_per_dispatch() -> None:
         stats = service.snapshot["submit_to_dispatch_us"]
         assert stats["count"] == 25
         assert 0 < stats["p50"] <= stats["p99"] <= stats["p999"] <= stats["max"] < 1e6
-        assert f'sglang_fair_router_dispatch_us{{quantile="p99"}} {stats["p99"]}' in prometheus_text(
-            service.snapshot)
+        text = prometheus_text(lambda: service.snapshot).decode()
+        assert f'sglang_fair_router_dispatch_us{{quantile="p99"}} {stats["p99"]}' in text
     finally:
         service.stop()
         thread.join(5)

@@ -22,7 +22,7 @@ def test_dispatch_then_finish_applies_algorithm_2() -> None:
     s = state()
     w = s.submit(submit("r1"), now=0.1)
     assert s.policy.queue[w] == 1 and s.policy.deficits["a"][w] == 100 - 40  # type: ignore[attr-defined]
-    s.feedback(wm.Finished(w, "r1", "a", 10), now=0.2)
+    s.feedback(wm.Finished(w, "r1", 10), now=0.2)
     assert s.policy.queue[w] == 0 and s.policy.deficits["a"][w] == 60 - 20  # type: ignore[attr-defined]
     assert s.inflight == {}
 
@@ -30,11 +30,11 @@ def test_dispatch_then_finish_applies_algorithm_2() -> None:
 def test_unknown_or_duplicate_feedback_changes_nothing() -> None:
     s = state()
     w = s.submit(submit("r1"), now=0.0)
-    s.feedback(wm.Finished(w, "r1", "a", 10), now=0.1)
+    s.feedback(wm.Finished(w, "r1", 10), now=0.1)
     before = (list(s.policy.queue), [list(q) for q in s.policy.deficits.values()])  # type: ignore[attr-defined]
-    s.feedback(wm.Finished(w, "r1", "a", 10), now=0.2)  # duplicate
-    s.feedback(wm.Finished(w, "ghost", "a", 10), now=0.2)  # never dispatched (e.g. router restarted)
-    s.feedback(wm.Finished(7, "r9", "a", 10), now=0.2)  # no such worker
+    s.feedback(wm.Finished(w, "r1", 10), now=0.2)  # duplicate
+    s.feedback(wm.Finished(w, "ghost", 10), now=0.2)  # never dispatched (e.g. router restarted)
+    s.feedback(wm.Finished(7, "r9", 10), now=0.2)  # no such worker
     after = (list(s.policy.queue), [list(q) for q in s.policy.deficits.values()])  # type: ignore[attr-defined]
     assert before == after and s.counts["ignored_feedback"] == 3
 
@@ -102,6 +102,9 @@ def test_snapshot_shows_tree_queues_and_counters() -> None:
     assert snap["policy"] == "d2lpm" and snap["tree_tokens"] == 40 and snap["inflight"] == 1
     assert [w["queue"] for w in snap["workers"]] == [1, 0]
     assert [w["hit_estimate"] for w in snap["workers"]] == [0.0, None]
+    assert [w["reported_inflight"] for w in snap["workers"]] == [None, None]  # no heartbeat yet
+    s.feedback(wm.Heartbeat(0, 1, inflight=1), now=0.05)
+    assert s.snapshot()["workers"][0]["reported_inflight"] == 1
     s.submit(submit("r2", "alice", [1] * 40 + [2] * 10), now=0.1)  # 40 of its 50 tokens are there
     assert s.snapshot()["workers"][0]["hit_estimate"] == 40 / 90
     assert snap["deficits"]["alice"] == [60.0, 100.0]

@@ -6,9 +6,7 @@ Skipped only when SGLang is not installed at all (the base install).
 
 from __future__ import annotations
 
-import inspect
 import os
-import pkgutil
 import subprocess
 import sys
 import typing
@@ -18,14 +16,8 @@ import pytest
 pytest.importorskip("sglang", reason="SGLang not installed (scripts/install_sglang_cpu.sh)")
 os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
 
-from sglang_fair.sglang_plugin.hooks import HOOKS, SGLANG_VERSION, USED_NAMES, Hook
-
-
-def _resolve(name: str) -> object:
-    try:
-        return pkgutil.resolve_name(name)
-    except (ImportError, AttributeError) as err:
-        pytest.fail(f"SGLang {SGLANG_VERSION}: hooked/used symbol {name} is missing: {err}")
+from sglang_fair.sglang_plugin import fence
+from sglang_fair.sglang_plugin.hooks import ATTRIBUTES, HOOKS, SGLANG_VERSION, USED_NAMES, Hook, M
 
 
 def test_pinned_version() -> None:
@@ -36,16 +28,48 @@ def test_pinned_version() -> None:
 
 @pytest.mark.parametrize("hook", HOOKS, ids=[h.target.rsplit(".", 2)[-1] for h in HOOKS])
 def test_hooked_symbol_and_signature(hook: Hook) -> None:
-    target = _resolve(hook.target)
-    assert callable(target), f"{hook.target} is not callable"
-    params = list(inspect.signature(target).parameters)
-    for name in hook.params:
-        assert name in params, f"SGLang {SGLANG_VERSION}: {hook.target} lacks parameter {name!r}: {params}"
+    assert fence.problems(SGLANG_VERSION, [(hook.target, hook.params)], [], []) == []
 
 
 @pytest.mark.parametrize("name", USED_NAMES)
 def test_used_symbol_exists(name: str) -> None:
-    _resolve(name)
+    assert fence.problems(SGLANG_VERSION, [], [name], []) == []
+
+
+@pytest.mark.parametrize(("cls", "attrs"), ATTRIBUTES, ids=[c.rsplit(".", 1)[-1] for c, _ in ATTRIBUTES])
+def test_attributes_read_on_sglang_objects_exist(cls: str, attrs: tuple[str, ...]) -> None:
+    assert fence.problems(SGLANG_VERSION, [], [], [(cls, attrs)]) == []
+
+
+def test_the_fence_names_every_kind_of_move() -> None:
+    """What an upgrade of SGLang could break, each named in the one message that stops the plugin."""
+    moved = fence.problems(
+        "0.6.0",
+        hooks=[(HOOKS[0].target, ("self", "policy", "no_such_param")), (M + "scheduler.Scheduler.gone", ())],
+        used=["sglang.srt.managers.no_such_module.Thing"],
+        attributes=[(M + "schedule_policy.PrefillAdder", ("can_run_list", "no_such_attribute"))],
+    )
+    assert len(moved) == 5, moved
+    named = ("SGLang 0.6.0 is installed", "lacks parameter 'no_such_param'", "Scheduler.gone is missing",
+             "no_such_module.Thing is missing", "PrefillAdder no longer sets .no_such_attribute")
+    for expected in named:
+        assert any(expected in line for line in moved), (expected, moved)
+
+
+def test_load_refuses_to_hook_a_moved_sglang(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sglang.srt.plugins.hook_registry import HookRegistry
+
+    import sglang
+    from sglang_fair.sglang_plugin import launcher, load
+
+    monkeypatch.delenv(fence.ENV_CHECKED, raising=False)
+    monkeypatch.setattr(sglang, "__version__", "0.6.0")
+    before = {target: list(hooks) for target, hooks in HookRegistry._hooks.items()}
+    with pytest.raises(fence.SGLangMoved, match=r"SGLang 0\.6\.0 is installed"):
+        load()
+    assert {target: list(hooks) for target, hooks in HookRegistry._hooks.items()} == before  # nothing hooked
+    with pytest.raises(fence.SGLangMoved, match="will not hook"):  # sglang-fair serve: message, exit 2
+        launcher._load_plugins_or_fail()
 
 
 def test_schedule_policy_choices_are_a_list_we_can_extend() -> None:

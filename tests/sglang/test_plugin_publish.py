@@ -18,6 +18,20 @@ def test_publisher_writes_on_change_and_when_idle(tmp_path: Path) -> None:
     assert read_all(tmp_path)["clients"]["a"]["service"] == 2.0
 
 
+def test_first_snapshot_is_written_when_the_clock_starts_at_zero(tmp_path: Path) -> None:
+    """``time.monotonic()`` counts from boot: a server started right after boot must publish at once."""
+    now = [0.0]
+    pub = Publisher(tmp_path / "scheduler-0.json", "dlpm", interval=0.1, clock=lambda: now[0])
+    pub.maybe_write(1, idle=False, snapshot=lambda: {"a": {"service": 1.0}})
+    assert read_all(tmp_path)["clients"]["a"]["service"] == 1.0
+    now[0] = 0.05
+    pub.maybe_write(2, idle=False, snapshot=lambda: {"a": {"service": 2.0}})  # within the interval
+    assert read_all(tmp_path)["clients"]["a"]["service"] == 1.0
+    now[0] = 0.2
+    pub.maybe_write(3, idle=False, snapshot=lambda: {"a": {"service": 3.0}})
+    assert read_all(tmp_path)["clients"]["a"]["service"] == 3.0
+
+
 def test_read_all_sums_over_dp_ranks(tmp_path: Path) -> None:
     for rank, (counter, service) in enumerate(((1.0, 2.0), (3.0, 5.0))):
         data = {"policy": "dlpm", "clients": {"a": {"counter": counter, "service": service, "weight": 2.0}}}

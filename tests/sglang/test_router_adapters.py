@@ -65,29 +65,29 @@ def test_worker_link_turns_dispatch_and_cancel_into_sglang_requests(link: Router
     feedback = sock(zmq.PULL, link.feedback, bind=True)
     worker = WorkerLink(link, rank=1)
     router = sock(zmq.PUSH, link.worker(1), bind=False)
-    router.send_multipart([encode(wm.Dispatch("r1", "alice")), encode_payload(abort_req("r1"))])
+    router.send_multipart([encode(wm.Dispatch("r1")), encode_payload(abort_req("r1"))])
     router.send(encode(wm.Cancel("r1")))
     router.send(b"not msgpack")  # logged and dropped
-    router.send_multipart([encode(wm.Dispatch("r2", "bob")), encode_payload(abort_req("other"))])
+    router.send_multipart([encode(wm.Dispatch("r2")), encode_payload(abort_req("other"))])
     got: list[Any] = []
     deadline = time.monotonic() + 5
     while len(got) < 2 and time.monotonic() < deadline:
         worker.poll(got)
         time.sleep(0.01)
     assert [(type(x).__name__, x.rid) for x in got] == [("AbortReq", "r1"), ("AbortReq", "r1")]
-    assert worker.clients == {"r1": "alice"}  # r2's payload named another rid: dropped
+    assert worker.routed == {"r1"}  # r2's payload named another rid: dropped
     beats: list[Any] = []
     while not beats or beats[-1].loops < worker.loops:  # the heartbeat thread reports the loop's count
         beats.append(wm.decode_feedback(feedback.recv()))
     assert all(isinstance(b, wm.Heartbeat) and b.worker == 1 for b in beats)
-    assert [b.seq for b in beats] == list(range(1, len(beats) + 1)) and beats[-1].running == 1
+    assert [b.seq for b in beats] == list(range(1, len(beats) + 1)) and beats[-1].inflight == 1
 
     req = FakeReq("r1", "alice", [1, 2], output_ids=[5, 6, 7], done=True)
     worker.finished(req, aborted=False)
     worker.finished(req, aborted=False)  # once only
     time.sleep(0.2)  # heartbeats go on meanwhile
     notices = drain(feedback)
-    assert notices == [wm.Finished(worker=1, rid="r1", client="alice", output_tokens=3)]
+    assert notices == [wm.Finished(worker=1, rid="r1", output_tokens=3)]
 
 
 def test_eviction_publisher_reports_removed_pages_as_token_paths(link: RouterLink,

@@ -69,3 +69,10 @@ def test_ledger_windows_and_totals() -> None:
     assert led.series("a", "actual", until=5.0) == [4, 6, 0]
     assert led.total("a") == 16 and led.total("a", "perceived", 2.0, 4.0) == 6
     assert dict(led.worker_actual[1]) == {1: 7}
+
+
+def test_percentile_nearest_rank_returns_a_value_that_occurred() -> None:
+    xs = [4.0, 1.0, 3.0, 2.0]
+    assert percentile(xs, 50, nearest_rank=True) == 2.0 and percentile(xs, 50) == 2.5
+    assert percentile(xs, 99, nearest_rank=True) == 4.0 and percentile(xs, 0, nearest_rank=True) == 1.0
+    assert math.isnan(percentile([], 50, nearest_rank=True))

@@ -107,9 +107,17 @@ class ClientView:
 
 
 class AdmissionPolicy(ABC):
-    """Base class: keeps the :class:`ClientBook`; subclasses order requests and keep counters."""
+    """Base class: keeps the :class:`ClientBook`; subclasses order requests and keep counters.
+
+    Capabilities a host reads: ``orders_by_cache``: the order reads each waiting request's
+    ``cached_len``, so a host must match every waiting request against its prefix cache before
+    :meth:`select` (others need only the admitted ones matched); ``uses_quantum``: the policy reads
+    ``config.quantum`` (Q^u).
+    """
 
     name: ClassVar[str]
+    orders_by_cache: ClassVar[bool] = False
+    uses_quantum: ClassVar[bool] = False
 
     def __init__(self, config: AdmissionConfig) -> None:
         self.config = config

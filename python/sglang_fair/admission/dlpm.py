@@ -27,6 +27,8 @@ from sglang_fair.admission.lpm import lpm_order
 
 class DLPM(AdmissionPolicy):
     name = "dlpm"
+    orders_by_cache = True
+    uses_quantum = True
 
     def __init__(self, config: AdmissionConfig) -> None:
         super().__init__(config)

@@ -28,6 +28,7 @@ def _neg_cached(req: WaitingRequest) -> int:
 
 class LPM(AdmissionPolicy):
     name = "lpm"
+    orders_by_cache = True
 
     def select(self, waiting: Sequence[R], budget: Budget) -> list[R]:
         return admit_in_order(self, lpm_order(waiting), budget)

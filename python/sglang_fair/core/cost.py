@@ -7,10 +7,11 @@ client of weight 2 is entitled to twice the service of a client of weight 1.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from sglang_fair.core.errors import require
+from sglang_fair.core.errors import ConfigError, require
 
 
 @dataclass(frozen=True)
@@ -45,3 +46,33 @@ class CostModel:
     def weight(self, client: str) -> float:
         """Fair-share weight of ``client`` (1 unless configured)."""
         return self.client_weights.get(client, 1.0)
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """Parse ``'a=2,b=1.5'``, or the JSON object :func:`format_weights` writes (client names may
+    hold commas), into ``{'a': 2.0, 'b': 1.5}``; errors name the bad item."""
+    if text.strip().startswith("{"):
+        try:
+            pairs = [(str(k), v) for k, v in json.loads(text).items()]
+        except (ValueError, AttributeError) as err:
+            raise ConfigError(f"--client-weights: not a JSON object of weights: {err}") from None
+    else:
+        pairs = []
+        for item in (x.strip() for x in text.split(",") if x.strip()):
+            name, sep, value = item.partition("=")
+            require(bool(sep and name.strip()), f"--client-weights: expected CLIENT=WEIGHT, got {item!r}")
+            pairs.append((name.strip(), value))
+    weights: dict[str, float] = {}
+    for name, value in pairs:
+        try:
+            weight = float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"--client-weights: weight of {name!r} is not a number: {value!r}") from None
+        require(weight > 0, f"--client-weights: weight of {name!r} must be > 0, got {weight}")
+        weights[name] = weight
+    return weights
+
+
+def format_weights(weights: Mapping[str, float]) -> str:
+    """``weights`` as :func:`parse_weights` reads them back (a JSON object)."""
+    return json.dumps(dict(weights), sort_keys=True)

@@ -39,6 +39,11 @@ class Registry(Generic[T]):
         self.check(name)
         return self._factories[name](*args, **kwargs)
 
+    def get(self, name: str) -> Callable[..., T]:
+        """The factory registered as ``name`` (for policies, the class: its capabilities)."""
+        self.check(name)
+        return self._factories[name]
+
     def names(self) -> list[str]:
         return sorted(self._factories)
 

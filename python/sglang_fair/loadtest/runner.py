@@ -168,8 +168,9 @@ def _book(req: RequestRecord, out: CallOutcome, ledger: ServiceLedger, cost: Cos
         req.first_token = req.admitted = out.first_token  # admission itself is not visible to a client
         if out.prompt_tokens is not None:
             extend = max(0, out.prompt_tokens - (out.cached_tokens or 0))
-            ledger.add(out.first_token, req.client, 0, cost.w_e * out.prompt_tokens, cost.w_e * extend)
+            ledger.add(out.first_token, req.client, 0, cost.extend_cost(out.prompt_tokens),
+                       cost.extend_cost(extend))
     if out.finished is not None:
         req.finished = out.finished
     for t, n in out.token_times():
-        ledger.add(t, req.client, 0, cost.w_q * n, cost.w_q * n)
+        ledger.add(t, req.client, 0, cost.output_cost(n), cost.output_cost(n))

@@ -33,20 +33,21 @@ class CallOutcome:
     chunks: list[tuple[float, int | None]] = field(default_factory=list)  # (time, cumulative tokens)
     error: str | None = None  # connect, timeout, http_NNN, stream, cancelled
 
-    def token_times(self) -> list[tuple[float, float]]:
-        """(time, tokens generated in that chunk); spread evenly over chunks where the server did
-        not count per chunk. Empty when the server reported no completion_tokens."""
+    def token_times(self) -> list[tuple[float, int]]:
+        """(time, tokens generated in that chunk); spread evenly over chunks (in whole tokens) where
+        the server did not count per chunk. Empty when the server reported no completion_tokens."""
         n = self.completion_tokens
         if n is None or not self.chunks:
             return []
         if all(c is not None for _, c in self.chunks):
             out, prev = [], 0
             for t, c in self.chunks:
-                out.append((t, float((c or 0) - prev)))
-                prev = c or 0
-            out[-1] = (out[-1][0], out[-1][1] + n - prev)
+                out.append((t, max(0, (c or 0) - prev)))
+                prev = max(prev, c or 0)
+            out[-1] = (out[-1][0], out[-1][1] + max(0, n - prev))
             return out
-        return [(t, n / len(self.chunks)) for t, _ in self.chunks]
+        base, extra = divmod(n, len(self.chunks))
+        return [(t, base + (i < extra)) for i, (t, _) in enumerate(self.chunks)]
 
 
 def request_body(api: str, model: str, prompt: str | list[int], max_tokens: int, ignore_eos: bool,

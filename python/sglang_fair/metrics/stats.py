@@ -18,11 +18,15 @@ def jain_index(values: Sequence[float]) -> float:
     return sum(values) ** 2 / (len(values) * sq)
 
 
-def percentile(values: Iterable[float], q: float) -> float:
-    """The q-th percentile (0..100) with linear interpolation (numpy's default); NaN if empty."""
+def percentile(values: Iterable[float], q: float, nearest_rank: bool = False) -> float:
+    """The q-th percentile (0..100) with linear interpolation (numpy's default), or by the
+    nearest-rank method (a value that occurred, never below the true one: the conservative choice for
+    censored latencies); NaN if empty."""
     xs = sorted(values)
     if not xs:
         return math.nan
+    if nearest_rank:
+        return xs[max(1, math.ceil(q / 100 * len(xs))) - 1]
     pos = (len(xs) - 1) * q / 100.0
     lo = math.floor(pos)
     hi = min(lo + 1, len(xs) - 1)

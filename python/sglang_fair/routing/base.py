@@ -93,6 +93,10 @@ class RoutingPolicy(ABC):
         routed = self.routed_tokens[worker]
         return self.matched_tokens[worker] / routed if self.uses_tree and routed else None
 
+    def counter_view(self) -> dict[str, list[float]]:
+        """Per-client counters per worker, for views (D²LPM's q[client][worker]; empty otherwise)."""
+        return {}
+
     def route(self, req: RouteRequest) -> int:
         if not self.alive:
             raise NoWorkerError("no live worker to route to")

@@ -6,7 +6,8 @@ q[i][w] > 0, and while G_avail is empty every q[i][w] gains Q^w (lines 4-6); the
 of G ∩ G_avail gets r, else the least-queued worker of G_avail (lines 7-8). Dispatch charges
 w_e * |input| to q[i][w], adds 1 to the queue size and inserts r's tokens into the global tree for w
 (lines 15-18); a finish charges w_q * output tokens and subtracts 1 (lines 22-23); evictions prune
-the tree (line 27). Workers run DLPM locally; together they keep backlogged clients within
+the tree (line 27). Weighted as DLPM is: a refill gives Q^w times the client's weight. Workers run
+DLPM locally; together they keep backlogged clients within
 2 |W| (U + Q^u) of each other (000 Thm 5.1).
 """
 
@@ -32,10 +33,13 @@ class D2LPM(RoutingPolicy):
             self.deficits[client] = [0.0] * len(self.workers)
         return self.deficits[client]
 
+    def counter_view(self) -> dict[str, list[float]]:
+        return {client: list(q) for client, q in self.deficits.items()}
+
     def choose(self, req: RouteRequest) -> int:
         q, alive = self.counters(req.client), self.alive
         if max(q[w] for w in alive) <= 0:  # lines 5-6, all rounds at once: the fewest that suffice
-            quantum = self.config.quantum
+            quantum = self.config.quantum * self.config.cost.weight(req.client)
             rounds = min(math.floor(-q[w] / quantum) + 1 for w in alive)
             for w in self.workers:
                 q[w] += rounds * quantum

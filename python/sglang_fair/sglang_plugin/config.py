@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_fair.admission import AdmissionConfig
-from sglang_fair.core.cost import CostModel
+from sglang_fair.core.cost import CostModel, parse_weights
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.sglang_plugin.keys import KeyTable, load_key_file
 
@@ -66,25 +66,6 @@ class FairConfig:
     def to_env(self) -> str:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "key_table"}
         return json.dumps(data)
-
-
-def parse_weights(text: str) -> dict[str, float]:
-    """Parse ``'a=2,b=1.5'`` into ``{'a': 2.0, 'b': 1.5}``; errors name the bad item."""
-    weights: dict[str, float] = {}
-    for item in (x.strip() for x in text.split(",")):
-        if not item:
-            continue
-        name, sep, value = item.partition("=")
-        require(bool(sep and name.strip()), f"--client-weights: expected CLIENT=WEIGHT, got {item!r}")
-        try:
-            weight = float(value)
-        except ValueError:
-            raise ConfigError(
-                f"--client-weights: weight of {name.strip()!r} is not a number: {value!r}"
-            ) from None
-        require(weight > 0, f"--client-weights: weight of {name.strip()!r} must be > 0, got {weight}")
-        weights[name.strip()] = weight
-    return weights
 
 
 def build_config(values: Mapping[str, Any]) -> FairConfig:

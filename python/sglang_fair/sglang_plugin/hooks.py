@@ -1,7 +1,9 @@
 """Every SGLang symbol the plugin touches, in one table, and the code that registers the hooks.
 
-The compatibility test (``tests/sglang/test_compat.py``) walks :data:`HOOKS` and fails, naming the
-symbol, when a target or one of the parameters a hook relies on is missing from the pinned SGLang.
+:data:`HOOKS` (hooked functions and the parameters each hook needs), :data:`USED_NAMES` (other names
+the hooks call or read) and :data:`ATTRIBUTES` (instance attributes read on SGLang's objects) are
+checked at run time before anything is hooked (``fence.py``), and by
+``tests/sglang/test_plugin_compat.py``.
 """
 
 from __future__ import annotations
@@ -89,6 +91,20 @@ USED_NAMES: tuple[str, ...] = (
     KV_EVENTS + "BlockStored",
     KV_EVENTS + "BlockRemoved",
     KV_EVENTS + "AllBlocksCleared",
+)
+
+
+# Instance attributes the plugin reads (set in ``__init__``, so only the source or annotations show them).
+ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (M + "schedule_policy.PrefillAdder", ("can_run_list", "running_batch")),
+    (M + "schedule_policy.SchedulePolicy", ("policy", "tree_cache")),
+    (M + "schedule_batch.ScheduleBatch", ("batch_is_full", "reqs")),
+    (M + "schedule_batch.Req", ("rid", "origin_input_ids", "output_ids", "routing_key", "kv")),
+    (M + "scheduler.Scheduler", ("waiting_queue", "tree_cache", "policy")),
+    (M + "io_struct.GenerateReqInput", ("routing_key",)),
+    (M + "io_struct.TokenizedGenerateReqInput", ("rid", "input_ids", "routing_key")),
+    (SERVER_ARGS, ("dp_size", "schedule_policy", "api_key", "enable_priority_scheduling", "pp_size")),
+    (KV_EVENTS + "KVEventBatch", ("events",)),
 )
 
 

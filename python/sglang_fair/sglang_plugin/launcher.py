@@ -11,6 +11,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from sglang_fair.admission import ADMISSION_POLICIES
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin import PLUGIN_NAME
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FAIR_POLICIES, FairConfig
@@ -39,8 +40,10 @@ def check_combination(config: FairConfig, server_args: Any) -> None:
     policy = server_args.schedule_policy
     defaults = FairConfig()
     fair = policy in FAIR_POLICIES
-    if config.fair_quantum != defaults.fair_quantum and policy != "dlpm":
-        raise ConfigError(f"--fair-quantum applies to --schedule-policy dlpm only (got {policy})")
+    quantum_users = [p for p in FAIR_POLICIES if getattr(ADMISSION_POLICIES.get(p), "uses_quantum", False)]
+    if config.fair_quantum != defaults.fair_quantum and policy not in quantum_users:
+        raise ConfigError(f"--fair-quantum applies to --schedule-policy {' or '.join(quantum_users)} only "
+                          f"(got {policy})")
     if config.weights() and not fair:
         raise ConfigError(f"client weights need --schedule-policy dlpm or vtc (got {policy})")
     if config.key_table.enabled and getattr(server_args, "api_key", None):
@@ -65,8 +68,10 @@ def _load_plugins_or_fail() -> None:
     from sglang.srt.plugins import load_plugins
     from sglang.srt.plugins.hook_registry import HookRegistry
 
+    from sglang_fair.sglang_plugin.fence import check
     from sglang_fair.sglang_plugin.hooks import HOOKS
 
+    check()  # a moved SGLang name stops the launch here, with one message naming all of them
     load_plugins()
     missing = [h.target for h in HOOKS if h.target not in HookRegistry._patched]
     if missing:

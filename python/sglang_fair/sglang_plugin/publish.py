@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +24,26 @@ def state_dir() -> Path | None:
 
 
 class Publisher:
-    """Writes one scheduler's snapshot when it changed (throttled while busy)."""
+    """Writes one scheduler's snapshot when it changed (throttled while busy).
 
-    def __init__(self, path: Path, policy: str, interval: float = 0.1) -> None:
-        self.path, self.policy, self.interval = path, policy, interval
-        self._last_time = 0.0
+    The first change is written at once, whatever ``clock`` reads: ``time.monotonic()`` counts from
+    boot, so a throttle measured from a zero start would hold back every snapshot of a server started
+    within ``interval`` of boot.
+    """
+
+    def __init__(self, path: Path, policy: str, interval: float = 0.1,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.path, self.policy, self.interval, self.clock = path, policy, interval, clock
+        self._last_time: float | None = None  # when the last snapshot was written; None: never
         self._last_version = -1
-        self.gauges: Any = None  # a metrics.ClientGauges when --enable-metrics
+        self.gauges: Any = None  # a client_gauges.ClientGauges when --enable-metrics
 
     def maybe_write(self, version: int, idle: bool, snapshot: Any) -> None:
         """Write ``snapshot()`` if the state changed and (idle or ``interval`` passed)."""
-        now = time.monotonic()
-        if version == self._last_version or (not idle and now - self._last_time < self.interval):
+        now = self.clock()
+        if version == self._last_version:
+            return
+        if not idle and self._last_time is not None and now - self._last_time < self.interval:
             return
         clients = snapshot()
         payload = {"policy": self.policy, "clients": clients}

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sglang_fair.core.cost import format_weights
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin.config import FairConfig
 from sglang_fair.sglang_plugin.router_link import (
@@ -136,12 +137,18 @@ class RouterProcess:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def cost_flags(config: FairConfig) -> list[str]:
+    """The router's cost flags: the workers' w_e and w_q, and every client's weight (from
+    ``--client-weights`` and the key file), so the router's D²LPM is weighted as DLPM is."""
+    return ["--w-e", str(config.fair_w_e), "--w-q", str(config.fair_w_q),
+            "--client-weights", format_weights(config.weights())]
+
+
 def start_router(policy: str, num_workers: int, flags: RouterFlags, config: FairConfig) -> RouterProcess:
     """Export the :class:`RouterLink` (every SGLang process started after this sees it) and start
     ``sglang-fair router`` on it."""
     directory = private_dir("sgl-fair-")  # short: ipc:// paths have a length limit
     link = RouterLink(directory, num_workers, flags.router_heartbeat_interval)
     os.environ[ENV_ROUTER] = link.to_env()
-    cost = ["--w-e", str(config.fair_w_e), "--w-q", str(config.fair_w_q)]
-    cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(link, policy, flags, cost)]
+    cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(link, policy, flags, cost_flags(config))]
     return RouterProcess(cmd, directory)

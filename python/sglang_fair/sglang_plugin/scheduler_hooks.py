@@ -17,7 +17,6 @@ from sglang_fair.sglang_plugin.state import FairState
 
 logger = logging.getLogger("sglang_fair")
 STATE_ATTR = "_sglang_fair_state"
-CACHE_ORDERED = frozenset({"dlpm", "lpm"})  # core policies whose order reads the cached prefix
 
 
 def state_of(schedule_policy: Any) -> FairState | None:
@@ -52,7 +51,7 @@ def calc_priority(original: Any, self: Any, waiting_queue: list[Any], *args: Any
         return original(self, waiting_queue, *args, **kwargs)
     from sglang.srt.mem_cache.common import match_kv_cache
 
-    if state.policy.name in CACHE_ORDERED and not getattr(self.tree_cache, "disable", False):
+    if state.policy.orders_by_cache and not getattr(self.tree_cache, "disable", False):
         for req in waiting_queue:
             match_kv_cache(req, self.tree_cache)
     state.reconcile(waiting_queue)
@@ -105,7 +104,7 @@ def _make_publisher(scheduler: Any, state: FairState) -> Publisher | bool:
     dp_rank = parallel.dp_rank or 0
     publisher = Publisher(directory / f"scheduler-{dp_rank}.json", state.policy.name)
     if get_observability().enable_metrics:
-        from sglang_fair.sglang_plugin.metrics import ClientGauges
+        from sglang_fair.sglang_plugin.client_gauges import ClientGauges
 
         publisher.gauges = ClientGauges(dp_rank)
     return publisher

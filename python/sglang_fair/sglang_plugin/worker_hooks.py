@@ -36,7 +36,7 @@ class WorkerLink:
         self.inbox = self.context.socket(zmq.PULL)
         self.inbox.bind(link.worker(rank))
         self.feedback = self._feedback_socket()
-        self.clients: dict[str, str] = {}
+        self.routed: set[str] = set()  # rids the router sent here, until they leave
         self.loops = 0
         self.seq = 0
         self.dropped = 0
@@ -52,7 +52,7 @@ class WorkerLink:
         sock = self._feedback_socket()  # the thread's own: ZMQ sockets are not shared across threads
         while True:
             self.seq += 1
-            beat = wm.Heartbeat(worker=self.rank, seq=self.seq, running=len(self.clients), loops=self.loops)
+            beat = wm.Heartbeat(worker=self.rank, seq=self.seq, inflight=len(self.routed), loops=self.loops)
             self._send(beat, sock)
             time.sleep(self.link.heartbeat_interval)
 
@@ -83,15 +83,16 @@ class WorkerLink:
             raise MessageError(f"dispatch {msg.rid}: undecodable payload: {err}") from None
         if getattr(req, "rid", None) != msg.rid:
             raise MessageError(f"dispatch {msg.rid}: payload carries rid {getattr(req, 'rid', None)!r}")
-        self.clients[msg.rid] = msg.client
+        self.routed.add(msg.rid)
         return req
 
     def finished(self, req: Any, aborted: bool) -> None:
         """``req`` left this worker: tell the router its output length (once per routed request)."""
-        client = self.clients.pop(str(req.rid), None)
-        if client is not None:
-            self._send(wm.Finished(worker=self.rank, rid=str(req.rid), client=client,
-                                   output_tokens=len(req.output_ids), aborted=aborted))
+        rid = str(req.rid)
+        if rid in self.routed:
+            self.routed.discard(rid)
+            self._send(wm.Finished(worker=self.rank, rid=rid, output_tokens=len(req.output_ids),
+                                   aborted=aborted))
 
     def evicted(self, removals: list[Removal]) -> None:
         for tokens, start in removals:
@@ -134,7 +135,7 @@ def pull_raw_reqs(result: Any, *args: Any, **kwargs: Any) -> None:
 def stream_output(_result: Any, self: Any, reqs: list[Any], *args: Any, **kwargs: Any) -> None:
     """AFTER ``SchedulerOutputStreamer.stream_output``: finished requests go back as ``Finished``."""
     link = worker_link(create=False)
-    if link is not None and link.clients:
+    if link is not None and link.routed:
         for req in reqs:
             if req.finished():
                 link.finished(req, aborted=False)

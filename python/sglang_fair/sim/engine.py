@@ -15,6 +15,7 @@ from sglang_fair.admission import AdmissionPolicy, WaitingRequest
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import require
 from sglang_fair.core.radix_cache import LocalRadixCache
+from sglang_fair.metrics.ledger import ServiceLedger
 from sglang_fair.sim.request import SimRequest
 
 
@@ -60,6 +61,7 @@ class Worker:
         self.running: list[SimRequest] = []
         self.service: dict[str, float] = {}  # actual: w_e * extend + w_q * output, per client
         self.perceived: dict[str, float] = {}  # as the client sees it: w_e * input + w_q * output
+        self.ledger: ServiceLedger | None = None  # also books service per step when set
 
     def enqueue(self, req: SimRequest) -> None:
         require(req.input_len + req.output_len <= self.cache.capacity,
@@ -82,7 +84,7 @@ class Worker:
             req.admitted_at = now
             req.extend_tokens = req.input_len - req.cached_len
             cost = self.cost
-            self._serve(req.client, cost.extend_cost(req.extend_tokens), cost.extend_cost(req.input_len))
+            self._serve(now, req.client, cost.extend_cost(req.extend_tokens), cost.extend_cost(req.input_len))
         return admitted
 
     def forward(self, now: float, on_finish: Callable[[SimRequest], None]) -> None:
@@ -93,7 +95,7 @@ class Worker:
             if req.first_token_at is None:
                 req.first_token_at = now
             self.policy.on_output(req.client, 1)
-            self._serve(req.client, self.cost.output_cost(1), self.cost.output_cost(1))
+            self._serve(now, req.client, self.cost.output_cost(1), self.cost.output_cost(1))
             if req.done:
                 self._finish(req, now)
                 on_finish(req)
@@ -110,6 +112,8 @@ class Worker:
         req.node, req.reserved = None, 0
         self.policy.on_finish(req)
 
-    def _serve(self, client: str, actual: float, perceived: float) -> None:
+    def _serve(self, now: float, client: str, actual: float, perceived: float) -> None:
         self.service[client] = self.service.get(client, 0.0) + actual
         self.perceived[client] = self.perceived.get(client, 0.0) + perceived
+        if self.ledger is not None:
+            self.ledger.add(now, client, self.index, perceived, actual)

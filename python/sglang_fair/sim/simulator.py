@@ -163,7 +163,7 @@ class Simulator:
     def _account(self, worker: EngineWorker, out: StepOutcome) -> None:
         cost, led, now, w = self.cost, self.ledger, self.now, worker.index
         for client, n in out.extend.items():
-            led.add(now, client, w, 0.0, cost.w_e * n)
+            led.add(now, client, w, 0.0, cost.extend_cost(n))
         if out.step_ends:  # several decode steps: count each step's tokens in its own window
             start, window = self._started[w], led.window
             steps_in: dict[int, int] = {}
@@ -173,12 +173,12 @@ class Simulator:
             for k, steps in steps_in.items():
                 t = (k + 0.5) * window
                 for client, n in out.step_output.items():
-                    led.add(t, client, w, cost.w_q * n * steps, cost.w_q * n * steps)
+                    led.add(t, client, w, cost.output_cost(n * steps), cost.output_cost(n * steps))
         else:
             for client, n in out.output.items():
-                led.add(now, client, w, cost.w_q * n, cost.w_q * n)
+                led.add(now, client, w, cost.output_cost(n), cost.output_cost(n))
         for req in out.prefilled:
-            led.add(now, req.client, w, cost.w_e * req.prompt_len, 0.0)
+            led.add(now, req.client, w, cost.extend_cost(req.prompt_len), 0.0)
             rec = self.requests[req.rid]
             rec.first_token = now
             prog = self.records[req.pid]

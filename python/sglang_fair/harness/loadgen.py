@@ -9,7 +9,6 @@ their true latency), so a starved client cannot look fast by never finishing.
 from __future__ import annotations
 
 import json
-import math
 import threading
 import time
 import urllib.error
@@ -52,15 +51,6 @@ class ClientResult:
     def latencies(self, end: float) -> list[float]:
         """Finished latencies plus censored ones (window end - send time) for the unfinished."""
         return [o.latency if o.latency is not None else end - o.sent for o in self.outcomes]
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in [0, 100]); NaN for no values."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
 
 
 def generate(url: str, headers: dict[str, str], text: str, max_tokens: int, timeout: float) -> Outcome:

@@ -18,8 +18,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_fair.sglang_plugin.loadgen import ClientResult, ClientSpec, percentile, run_load
-from sglang_fair.sglang_plugin.testing import get_json
+from sglang_fair.harness.loadgen import ClientResult, ClientSpec, run_load
+from sglang_fair.harness.server import get_json
+from sglang_fair.metrics.stats import percentile
 
 # The words scripts/make_tiny_model.py trains its tokenizer on, so one word is about one token.
 VOCAB = [
@@ -131,7 +132,9 @@ def summarize(
             after = (snaps[1].get(client) or {}).get("service", 0.0)
             delta[client] = float(after) - float(before)
     return Summary(
-        light_p50=percentile(light, 50), light_p99=percentile(light, 99), done=done,
+        light_p50=percentile(light, 50, nearest_rank=True),
+        light_p99=percentile(light, 99, nearest_rank=True),
+        done=done,
         hit_rate=cached / prompt if prompt else 0.0, output_tokens_per_s=out_tokens / duration,
         service_delta=delta,
     )

@@ -16,9 +16,10 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_fair.metrics.stats import jain_index
-from sglang_fair.sglang_plugin.loadgen import ClientResult, ClientSpec, Outcome, percentile, run_load
-from sglang_fair.sglang_plugin.scenario import words
+from sglang_fair.core.cost import CostModel
+from sglang_fair.harness.loadgen import ClientResult, ClientSpec, Outcome, run_load
+from sglang_fair.harness.scenario import words
+from sglang_fair.metrics.stats import jain_index, percentile
 
 
 @dataclass(frozen=True)
@@ -69,29 +70,27 @@ class DPSummary:
         }
 
 
-def run_dp_scenario(url: str, workload: DPWorkload, duration: float, w_e: float = 1.0,
-                    w_q: float = 2.0) -> DPSummary:
+def run_dp_scenario(url: str, workload: DPWorkload, duration: float,
+                    cost: CostModel | None = None) -> DPSummary:
     results, end = run_load(url, workload.specs(), duration)
-    return summarize_dp(results, end, duration, workload, w_e, w_q)
+    return summarize_dp(results, end, duration, workload, cost or CostModel())
 
 
 def summarize_dp(results: dict[str, ClientResult], end: float, duration: float, workload: DPWorkload,
-                 w_e: float = 1.0, w_q: float = 2.0) -> DPSummary:
+                 cost: CostModel) -> DPSummary:
     finished = {name: r.done() for name, r in results.items()}
     light = [x for name, r in results.items() if name != "heavy" for x in r.latencies(end)]
-    service = {name: sum(_cost(o, w_e, w_q) for o in outs) / duration for name, outs in finished.items()}
+    service = {name: sum(cost.cost(o.prompt_tokens - o.cached_tokens, o.completion_tokens) for o in outs)
+               / duration for name, outs in finished.items()}
     all_done = [o for outs in finished.values() for o in outs]
     return DPSummary(
-        light_p50=percentile(light, 50), light_p99=percentile(light, 99),
+        light_p50=percentile(light, 50, nearest_rank=True),
+        light_p99=percentile(light, 99, nearest_rank=True),
         done={name: len(outs) for name, outs in finished.items()},
         hit_rate_per_worker=_hit_rates(all_done), locality=_locality(results["heavy"], workload),
         service=service, jain=jain_index(list(service.values())),
         output_tokens_per_s=sum(o.completion_tokens for o in all_done) / duration,
     )
-
-
-def _cost(o: Outcome, w_e: float, w_q: float) -> float:
-    return w_e * (o.prompt_tokens - o.cached_tokens) + w_q * o.completion_tokens
 
 
 def _hit_rates(outcomes: list[Outcome]) -> dict[int, float]:
