@@ -36,6 +36,7 @@ class FakeServer:
     hang: bool = False
     fairness: bool = False
     token_ids: bool = True  # answer return_token_ids
+    stall_after: int | None = None  # even-numbered calls stop streaming after this many tokens
     seen: list[Seen] = field(default_factory=list)
     url: str = ""
 
@@ -64,6 +65,8 @@ class FakeServer:
         earlier = [len(s.prompt.split()) for s in self.seen[:-1] if prompt.startswith(s.prompt)]
         cached = max(earlier, default=0)
         for k in range(n):
+            if self.stall_after is not None and k == self.stall_after and rid % 2 == 0:
+                await asyncio.sleep(3600)  # every other call stalls mid-stream
             await asyncio.sleep(self.token_s)
             word = f" r{rid}t{k}"
             choice: dict[str, Any] = {"index": 0, "delta": {"content": word}} if "messages" in body else {

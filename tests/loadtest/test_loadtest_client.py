@@ -135,6 +135,12 @@ def test_a_hanging_server_is_cut_at_duration_plus_grace() -> None:
     assert doc["throughput"] == 0.0 and doc["cache_hit_rate"] is None  # nothing served, nothing to rate
 
 
+def test_calls_cut_mid_stream_do_not_make_fields_missing() -> None:
+    doc, _ = run(FakeServer(stall_after=2), tot(duration=1.0), grace=1.0)
+    assert doc["calls_cut"] > 0 and doc["calls_answered"] > 0
+    assert "cached_tokens" not in doc["missing"] and doc["cache_hit_rate"] is not None
+
+
 def test_ctrl_c_writes_what_was_measured(tmp_path: Path) -> None:
     out = tmp_path / "run.json"
     with Running(FakeServer(hang=True)) as url:

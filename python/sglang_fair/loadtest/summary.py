@@ -17,8 +17,9 @@ NOT_VISIBLE = ("retractions", "workers")  # server internals a client cannot see
 
 
 def missing_fields(outcomes: list[CallOutcome]) -> list[str]:
-    """Usage fields that some answered call lacked."""
-    answered = [o for o in outcomes if o.first_token is not None]
+    """Usage fields that some completed call lacked. Calls cut mid-stream (deadline, Ctrl-C) do not
+    count: their last usage chunk never came; they are booked with what their stream had reported."""
+    answered = [o for o in outcomes if o.finished is not None and o.error is None]
     out = []
     if any(o.prompt_tokens is None or o.completion_tokens is None for o in answered):
         out.append("usage")
@@ -63,6 +64,7 @@ def run_summary(run: LoadRun, fairness: dict[str, Any] | None) -> dict[str, Any]
     doc.update(latency_stats(run.outcomes))
     doc["calls_sent"] = len(run.outcomes)
     doc["calls_answered"] = sum(1 for o in run.outcomes if o.finished is not None and o.error is None)
+    doc["calls_cut"] = sum(1 for o in run.outcomes if o.error == "cancelled" and o.first_token is not None)
     doc["errors"] = sum(sum(c.values()) for c in run.errors.values())
     doc["missing"] = missing + ([] if fairness is not None else ["fairness"]) + list(NOT_VISIBLE)
     doc["fairness"] = fairness
