@@ -9,5 +9,5 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
   .venv/bin/python -m pip install -q --upgrade pip
 fi
-extras=${SGLANG_FAIR_EXTRAS-dev,sim}
+extras=${SGLANG_FAIR_EXTRAS-dev,sim,bench}
 .venv/bin/python -m pip install -q -e ".${extras:+[$extras]}"

@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "sglang_fair.demo",
     "sglang_fair.sim.cli",
     "sglang_fair.bench.policy_speed",
+    "sglang_fair.loadtest.cli",
     "sglang_fair.sglang_plugin.cli",
     "sglang_fair_router.cli",
     "sglang_fair_router.bench",

@@ -5,6 +5,16 @@ A100 workers: D²LPM (D²LPM routing + DLPM admission) isolates the well-behaved
 not. The paper: D²LPM has a higher Jain's index than RR+LPM and a lower well-behaved latency, at
 similar or higher throughput. The simulator shows it at this scale with seeds 0-2 (Jain +0.13 to
 +0.28, P50 -36% to -52%); the margins below are far looser.
+
+The running batch is capped at 256 requests per worker, as this check has always run. Under SGLang
+0.5.23's own default cap for the A100 pool (2048, ``sglang_max_running``) the KV pool, not the cap,
+limits the batch, D²LPM retracts (149 retractions, seed 0) and its Jain's index falls to RR+LPM's
+(0.357 both): see docs/fidelity.md.
+
+The running batch is capped at 256 requests per worker, as this check has always run. Under SGLang
+0.5.23's own default cap for the A100 pool (2048, ``sglang_max_running``) the KV pool, not the cap,
+limits the batch, D²LPM retracts (149 retractions, seed 0) and its Jain's index falls to RR+LPM's
+(0.357 both): see docs/fidelity.md.
 """
 
 from __future__ import annotations
@@ -22,7 +32,8 @@ def test_d2lpm_isolates_well_behaved_clients_better_than_rr_lpm() -> None:
     runs = {}
     for router, policy in (("round_robin", "lpm"), ("d2lpm", "dlpm")):
         cluster = ClusterSimConfig(dp=2, router=router, policy=policy)
-        runs[router] = summarize(Simulator(cluster, EngineConfig(), programs, horizon=cfg.duration).run())
+        engine = EngineConfig(max_running=256)
+        runs[router] = summarize(Simulator(cluster, engine, programs, horizon=cfg.duration).run())
     rr, d2 = runs["round_robin"], runs["d2lpm"]
     assert d2["jain_index"] >= rr["jain_index"] + 0.05
     assert d2["well_behaved_p50_s"] <= 0.85 * rr["well_behaved_p50_s"]

@@ -69,3 +69,34 @@ def test_fit_cli_and_step_model_flag(tmp_path: Path, capsys: pytest.CaptureFixtu
                      "--data-dir", "/nonexistent", "--step-model", str(model_path), "--no-progress"]) == 0
     assert cli_main(["sim", "--step-model", str(tmp_path / "missing.json"), "--duration", "3",
                      "--data-dir", "/nonexistent", "--no-progress"]) == 2
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_fit_recovers_the_prefix_term(relative: bool) -> None:
+    truth = LinearStepModel(3e-3, 2e-4, 5e-5, 7e-7, 1e-8, per_prefix_token=3e-5)
+    rng = random.Random(1)
+    samples = []
+    for _ in range(120):
+        if rng.random() < 0.5:
+            new, cached = rng.randint(16, 2048), rng.choice((0, 512, 2048))
+            shape = StepShape(1, new, cached + new, new * (cached + new / 2), True)
+        else:
+            b = rng.randint(1, 32)
+            shape = StepShape(b, b, b * rng.randint(32, 1100))
+        samples.append((shape, truth.step_time(shape) * (1 + rng.gauss(0, 0.001))))
+    fit = fit_linear(samples, relative=relative)
+    for name in ("fixed", "per_new_token", "per_prefix_token"):
+        assert getattr(fit, name) == pytest.approx(getattr(truth, name), rel=0.1), name
+
+
+def test_sglang_defaults_follow_its_rules() -> None:
+    from sglang_fair.sim.steptime import sglang_chunk_size, sglang_max_running
+
+    assert sglang_chunk_size("a100-llama8b") == 8192 and sglang_chunk_size("a10-llama3b") == 4096
+    assert sglang_chunk_size("cpu-tiny-llama") == 4096
+    _, kv = preset("a100-llama8b")
+    assert sglang_max_running("a100-llama8b", kv) == 2048  # kv / 131072 * 512 < 2048: clamped up
+    assert sglang_max_running("cpu-tiny-llama", 60000) == 3750  # 60000 / 8192 * 512
+    assert sglang_max_running("cpu-tiny-llama", 1000) == 500  # at most half the pool
+    fitted, kv = preset("cpu-tiny-llama")
+    assert kv == 60000 and fitted.per_prefix_token > 0

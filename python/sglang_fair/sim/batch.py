@@ -85,7 +85,7 @@ class StepBudget:
             return False
         cached, node = w.cache.match_prefix(req.tokens)  # evictions for earlier admissions may shorten it
         extend = req.input_len - cached
-        need = extend + w.config.new_token_ratio * (req.output_len - req.generated)
+        need = extend + req.output_len - req.generated  # a new request reserves all its output
         if need > self.mem_left or (extend > self.tokens_left and self.chunk_taken):
             return False
         w.cache.lock(node)

@@ -22,7 +22,7 @@ from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.metrics import RunResult, summarize
 from sglang_fair.routing import ROUTING_POLICIES
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
-from sglang_fair.sim.report import format_clients, format_table, plot_service
+from sglang_fair.sim.report import format_clients, format_table, plot_service, service_series
 from sglang_fair.sim.simulator import Simulator, stderr_progress
 from sglang_fair.workloads import WorkloadConfig, call_count, make_workload
 from sglang_fair.workloads.tokens import make_tokenizer
@@ -90,7 +90,9 @@ def main(args: argparse.Namespace) -> int:
         print()
         print(format_clients(next(iter(summaries.values()))))
     if args.json:
-        _write_json(Path(args.json), summaries, bool(args.compare), workload, cluster, engine)
+        docs = {name: dict(doc, service_series=service_series(results[name]))
+                for name, doc in summaries.items()}
+        _write_json(Path(args.json), docs, bool(args.compare), workload, cluster, engine)
     if args.plot_dir:
         for path in plot_service(results, Path(args.plot_dir)):
             print(f"wrote {path}")

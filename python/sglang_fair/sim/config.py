@@ -2,35 +2,60 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sglang_fair.core.errors import require
-from sglang_fair.sim.steptime import PRESETS
+from sglang_fair.sim.steptime import PRESET_NAMES, sglang_chunk_size, sglang_max_running
 
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """One worker: SGLang's scheduler loop limits and the step-time preset."""
+    """One worker: SGLang's scheduler loop limits and the step-time preset (0 = SGLang 0.5.23's default;
+    :func:`resolve_engine` fills them in)."""
 
     preset: str = field(
-        default="a100-llama8b", metadata={"help": "step-time preset", "choices": tuple(PRESETS)})
+        default="a100-llama8b", metadata={"help": "step-time preset", "choices": PRESET_NAMES})
     kv_tokens: int = field(default=0, metadata={"help": "KV pool tokens per worker; 0 = the preset's"})
-    chunk_size: int = field(default=8192, metadata={"help": "chunked prefill size (tokens per prefill step)"})
-    max_running: int = field(default=256, metadata={"help": "cap on running requests per worker"})
-    new_token_ratio: float = field(
-        default=0.4, metadata={"help": "fraction of remaining output reserved at admission"})
-    retract_steps: int = field(default=20, metadata={"help": "decode steps of room kept by retraction"})
+    chunk_size: int = field(default=0, metadata={
+        "help": "chunked prefill size (tokens per prefill step); 0 = SGLang's default for the device"})
+    max_running: int = field(default=0, metadata={
+        "help": "cap on running requests per worker; 0 = SGLang's default from the KV pool"})
+    new_token_ratio: float = field(default=0.7, metadata={
+        "help": "initial share of running requests' remaining output reserved at admission "
+                "(SGLANG_INIT_NEW_TOKEN_RATIO); decays per decode step, reset when idle"})
+    min_ratio_factor: float = field(default=0.14, metadata={
+        "help": "the ratio decays to new_token_ratio x this (SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR)"})
+    ratio_decay_steps: int = field(default=600, metadata={
+        "help": "decode steps to decay to the minimum (SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS)"})
+    ignore_eos: bool = field(default=False, metadata={
+        "help": "requests sent with ignore_eos: SGLang then reserves all their remaining output"})
+    retract_steps: int = field(default=1, metadata={
+        "help": "decode steps of room retraction makes (SGLang 0.5.23: 1, check_decode_mem)"})
     step_model: str = field(
         default="", metadata={"help": "JSON of fitted coefficients (python -m sglang_fair.sim.fit)"})
 
     def __post_init__(self) -> None:
-        require(self.preset in PRESETS, f"unknown preset {self.preset!r}; known: {', '.join(PRESETS)}")
+        require(self.preset in PRESET_NAMES,
+                f"unknown preset {self.preset!r}; known: {', '.join(PRESET_NAMES)}")
         require(self.kv_tokens >= 0, f"kv_tokens must be >= 0, got {self.kv_tokens}")
-        require(self.chunk_size >= 1, f"chunk_size must be >= 1, got {self.chunk_size}")
-        require(self.max_running >= 1, f"max_running must be >= 1, got {self.max_running}")
+        require(self.chunk_size >= 0, f"chunk_size must be >= 0, got {self.chunk_size}")
+        require(self.max_running >= 0, f"max_running must be >= 0, got {self.max_running}")
         require(0 <= self.new_token_ratio <= 1,
                 f"new_token_ratio must be in [0, 1], got {self.new_token_ratio}")
+        require(0 <= self.min_ratio_factor <= 1,
+                f"min_ratio_factor must be in [0, 1], got {self.min_ratio_factor}")
+        require(self.ratio_decay_steps >= 1, f"ratio_decay_steps must be >= 1, got {self.ratio_decay_steps}")
         require(self.retract_steps >= 1, f"retract_steps must be >= 1, got {self.retract_steps}")
+
+
+def resolve_engine(engine: EngineConfig, kv_tokens: int) -> EngineConfig:
+    """``engine`` with SGLang's defaults in place of its zeros, for a pool of ``kv_tokens``."""
+    return replace(
+        engine,
+        kv_tokens=kv_tokens,
+        chunk_size=engine.chunk_size or sglang_chunk_size(engine.preset),
+        max_running=engine.max_running or sglang_max_running(engine.preset, kv_tokens),
+    )
 
 
 @dataclass(frozen=True)

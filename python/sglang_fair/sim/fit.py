@@ -1,11 +1,12 @@
 """Fit a linear step-time model to measured step times and use it in the simulator.
 
-    python -m sglang_fair.sim.fit steps.csv > model.json
+    python -m sglang_fair.sim.fit [--relative] steps.csv > model.json
     sglang-fair sim --step-model model.json ...
 
 ``steps.csv`` has one measured step per row: ``requests,new_tokens,context_tokens,attention_pairs,
-seconds`` (``attention_pairs`` may be omitted: 0). The JSON holds the coefficients of
-:class:`~sglang_fair.sim.steptime.LinearStepModel`.
+seconds[,prefill]`` (``attention_pairs`` may be omitted: 0; ``prefill`` 1/0, when omitted a row is a
+prefill step if it computes more tokens than it has requests). The JSON holds the coefficients of
+:class:`~sglang_fair.sim.steptime.LinearStepModel`; ``--relative`` minimizes relative errors.
 """
 
 from __future__ import annotations
@@ -27,11 +28,16 @@ def read_samples(path: Path) -> list[tuple[StepShape, float]]:
             rows = list(csv.DictReader(f))
         return [
             (StepShape(int(r["requests"]), int(r["new_tokens"]), int(r["context_tokens"]),
-                       float(r.get("attention_pairs") or 0.0)), float(r["seconds"]))
+                       float(r.get("attention_pairs") or 0.0), _is_prefill(r)), float(r["seconds"]))
             for r in rows
         ]
     except (OSError, KeyError, ValueError) as err:
         raise ConfigError(f"cannot read step measurements {str(path)!r}: {err}") from None
+
+
+def _is_prefill(row: dict[str, str]) -> bool:
+    flag = (row.get("prefill") or "").strip()
+    return flag == "1" if flag else int(row["new_tokens"]) > int(row["requests"])
 
 
 def load_model(path: Path) -> LinearStepModel:
@@ -43,12 +49,14 @@ def load_model(path: Path) -> LinearStepModel:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    relative = "--relative" in args
+    args = [a for a in args if a != "--relative"]
     if len(args) != 1:
         print(__doc__, file=sys.stderr)
         return 2
     try:
-        model = fit_linear(read_samples(Path(args[0])), name=Path(args[0]).stem)
+        model = fit_linear(read_samples(Path(args[0])), name=Path(args[0]).stem, relative=relative)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -41,13 +41,16 @@ def format_clients(summary: dict[str, Any]) -> str:
     lines = [f"{'client':<28} {'service':>10} {'actual':>10} {'p50 s':>8} {'p99 s':>8} {'requests':>9}"]
     for c, v in summary["clients"].items():
         tag = " (misbehaving)" if v.get("misbehaving") else ""
-        lines.append(f"{(c + tag):<28} {v['service']:>10.0f} {v['actual_service']:>10.0f} "
+        lines.append(f"{(c + tag):<28} {_cell(v['service'], '{:.0f}'):>10} "
+                     f"{_cell(v['actual_service'], '{:.0f}'):>10} "
                      f"{_cell(v['p50_s'], '{:.1f}'):>8} {_cell(v['p99_s'], '{:.1f}'):>8} {v['requests']:>9}")
     return "\n".join(lines)
 
 
-def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5) -> list[Path]:
-    """One PNG per run: service rate per client over time, as the client sees it and as spent."""
+def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5,
+                 kinds: tuple[str, ...] = ("actual", "perceived")) -> list[Path]:
+    """One PNG per run: service rate per client over time, as spent and as the client sees it
+    (``kinds`` picks the panels: a real run without cached-token counts has no actual service)."""
     try:
         import matplotlib
 
@@ -58,10 +61,13 @@ def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5)
     plot_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for name, res in results.items():
-        fig, axes = plt.subplots(1, 2, figsize=(11, 3.6), sharex=True)
+        panels = [(k, t) for k, t in (("actual", "actual service (extend + output)"),
+                                      ("perceived", "service as the client sees it (input + output)"))
+                  if k in kinds]
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 3.6), sharex=True,
+                                 squeeze=False)
         clients = sorted({p.client for p in res.programs})
-        for ax, kind, title in ((axes[0], "actual", "actual service (extend + output)"),
-                                (axes[1], "perceived", "service as the client sees it (input + output)")):
+        for ax, (kind, title) in zip(axes[0], panels, strict=True):
             for c in clients:
                 series = res.ledger.series(c, kind, res.end_time)
                 rate = _moving_average(series, smooth)
@@ -70,7 +76,7 @@ def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5)
             ax.set_title(title, fontsize=9)
             ax.set_xlabel("time (s)")
             ax.set_ylabel("weighted tokens / s")
-        axes[1].legend(fontsize=7, ncol=2)
+        axes[0][-1].legend(fontsize=7, ncol=2)
         fig.suptitle(name, fontsize=10)
         fig.tight_layout()
         path = plot_dir / f"service_{name.replace(':', '_')}.png"
@@ -78,6 +84,45 @@ def plot_service(results: dict[str, RunResult], plot_dir: Path, smooth: int = 5)
         plt.close(fig)
         paths.append(path)
     return paths
+
+
+def service_series(res: RunResult, kind: str = "perceived") -> dict[str, Any]:
+    """Service per client per metrics window (``{"window": s, "kind": ..., "clients": {c: [...]}}``):
+    what ``--json`` writes under ``service_series`` so a report can overlay runs from their JSON."""
+    clients = sorted({p.client for p in res.programs})
+    return {"window": res.ledger.window, "kind": kind,
+            "clients": {c: [round(v, 1) for v in res.ledger.series(c, kind, res.end_time)] for c in clients}}
+
+
+def plot_overlay(runs: dict[str, dict[str, Any]], path: Path, title: str = "", smooth: int = 5) -> Path:
+    """Service rate per client over time of several runs on one axis (one colour per client, one line
+    style per run), from each run's :func:`service_series`: a simulated and a real run, say."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ConfigError("plots need matplotlib: pip install 'sglang-fair[sim]'") from None
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    styles = ("-", "--", ":", "-.")
+    clients = sorted({c for series in runs.values() for c in series["clients"]})
+    for i, (name, series) in enumerate(runs.items()):
+        window = float(series["window"])
+        for j, c in enumerate(clients):
+            rate = _moving_average(list(series["clients"].get(c, [])), smooth)
+            xs = [(k + 0.5) * window for k in range(len(rate))]
+            ax.plot(xs, [v / window for v in rate], styles[i % len(styles)], color=f"C{j}",
+                    label=f"{c} {name}", linewidth=1)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("weighted tokens / s")
+    ax.set_title(title or " vs ".join(runs), fontsize=9)
+    ax.legend(fontsize=7, ncol=len(runs))
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
 
 
 def _moving_average(xs: list[float], k: int) -> list[float]:

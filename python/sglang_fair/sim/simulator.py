@@ -24,7 +24,7 @@ from sglang_fair.core.radix_cache import Evicted
 from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
 from sglang_fair.routing import RouterConfig, make_routing_policy
 from sglang_fair.sim.batch import EngineRequest, StepOutcome
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig, resolve_engine
 from sglang_fair.sim.fit import load_model
 from sglang_fair.sim.steptime import StepTimeModel, preset
 from sglang_fair.sim.worker import EngineWorker
@@ -46,6 +46,7 @@ class Simulator:
             model = load_model(Path(engine.step_model))
         self.model = model or step_model
         kv = engine.kv_tokens or kv
+        engine = resolve_engine(engine, kv)
         admission = AdmissionConfig(policy=cluster.policy, quantum=cluster.q_u, cost=self.cost)
         self.router = make_routing_policy(
             RouterConfig(policy=cluster.router, num_workers=cluster.dp, quantum=cluster.q_w, cost=self.cost))

@@ -4,10 +4,14 @@ The linear model (docs/simulator.md derives the presets) is
 
     t = fixed + per_request * requests + per_new_token * new_tokens
           + per_context_token * context_tokens + per_attention_pair * attention_pairs
+          + per_prefix_token * prefix_tokens
 
 ``new_tokens`` are tokens computed this step (prefill chunk tokens, one per decoding request);
 ``context_tokens`` the KV tokens read (each request's full KV length); ``attention_pairs`` the
-(query, key) pairs of prefill attention (a chunk of n new tokens after a prefix of p tokens: n*(p + n/2)).
+(query, key) pairs of prefill attention (a chunk of n new tokens after a prefix of p tokens: n*(p + n/2));
+``prefix_tokens`` the KV tokens a prefill step reads before its new tokens (context - new; 0 in decode
+steps): SGLang's CPU torch_native backend gathers them per request at a far higher cost per token
+than decode attention reads them (docs/fidelity.md), the GPU presets leave it 0.
 Coefficients can be fitted from measured step times with :func:`fit_linear` (least squares, pure
 Python), so one model serves presets, CPU calibrations and GPU measurements.
 """
@@ -47,6 +51,7 @@ class LinearStepModel:
     per_context_token: float
     per_attention_pair: float = 0.0
     name: str = "custom"
+    per_prefix_token: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -57,7 +62,12 @@ class LinearStepModel:
     def step_time(self, shape: StepShape) -> float:
         return (self.fixed + self.per_request * shape.requests + self.per_new_token * shape.new_tokens
                 + self.per_context_token * shape.context_tokens
-                + self.per_attention_pair * shape.attention_pairs)
+                + self.per_attention_pair * shape.attention_pairs
+                + self.per_prefix_token * _prefix(shape))
+
+
+def _prefix(shape: StepShape) -> int:
+    return shape.context_tokens - shape.new_tokens if shape.prefill else 0
 
 
 @dataclass(frozen=True)
@@ -81,6 +91,7 @@ class Model:
     kv_heads: int
     head_dim: int
     dtype_bytes: int = 2
+    context_len: int = 131072
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -127,25 +138,64 @@ PRESETS: dict[str, tuple[Hardware, Model]] = {
 }
 
 
+# Presets fitted from measured step times (docs/fidelity.md has how): (model, KV pool tokens,
+# context length, SGLang's default chunked-prefill size there).
+# cpu-tiny-llama: scripts/make_tiny_model.py's Llama on SGLang 0.5.23's CPU engine (torch_native
+# attention, OMP_NUM_THREADS=1, --max-total-tokens 60000) on a shared 2-core VM, 2026-11-23;
+# scripts/measure_cpu_steps.py, then python -m sglang_fair.sim.fit --relative (median error 16%).
+FITTED: dict[str, tuple[LinearStepModel, int, int, int]] = {
+    "cpu-tiny-llama": (LinearStepModel(
+        fixed=3.393e-3, per_request=2.157e-4, per_new_token=5.063e-5, per_context_token=6.648e-7,
+        per_attention_pair=1.350e-8, per_prefix_token=3.113e-5, name="tiny-llama@cpu (measured)"),
+        60000, 8192, 4096),
+}
+PRESET_NAMES = (*PRESETS, *FITTED)
+
+
 def preset(name: str) -> tuple[LinearStepModel, int]:
     """(step model, KV capacity in tokens) of a named preset."""
+    if name in FITTED:
+        return FITTED[name][0], FITTED[name][1]
     if name not in PRESETS:
-        raise ConfigError(f"unknown step-time preset {name!r}; known: {', '.join(sorted(PRESETS))}")
+        raise ConfigError(f"unknown step-time preset {name!r}; known: {', '.join(sorted(PRESET_NAMES))}")
     hw, model = PRESETS[name]
     return roofline_model(hw, model), kv_capacity_tokens(hw, model)
 
 
+def sglang_chunk_size(name: str) -> int:
+    """SGLang 0.5.23's default --chunked-prefill-size for the preset's device: by GPU memory
+    (sglang/srt/arg_groups/memory_hook.py, _handle_gpu_memory_settings), 4096 where it knows none."""
+    if name in FITTED:
+        return FITTED[name][3]
+    gib = PRESETS[name][0].memory / 2**30
+    for below, size in ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192)):
+        if gib < below:
+            return size
+    return 16384
+
+
+def sglang_max_running(name: str, kv_tokens: int) -> int:
+    """SGLang 0.5.23's default max_running_requests for a KV pool of ``kv_tokens``
+    (sglang/srt/mem_cache/kv_cache_configurator.py, resolve_max_num_reqs):
+    min(clamp(kv / context_len * 512, 2048, 4096), kv // 2)."""
+    context = FITTED[name][2] if name in FITTED else PRESETS[name][1].context_len
+    estimated = max(min(int(kv_tokens / context * 512), 4096), 2048)
+    return max(1, min(estimated, kv_tokens // 2))
+
+
 def fit_linear(samples: list[tuple[StepShape, float]], name: str = "fitted",
-               ridge: float = 1e-12) -> LinearStepModel:
+               ridge: float = 1e-12, relative: bool = False) -> LinearStepModel:
     """Least-squares fit of a :class:`LinearStepModel` to (shape, measured seconds) samples.
 
     Solves the normal equations with a tiny ridge term; negative coefficients (noise) are clipped
-    to 0 and the fit is redone without them, so the result is a valid model.
+    to 0 and the fit is redone without them, so the result is a valid model. ``relative`` minimizes
+    relative instead of absolute errors (each sample weighted by 1/seconds), so millisecond decode
+    steps count as much as 100 ms prefills.
     """
     require(len(samples) >= 2, "fit_linear needs at least 2 samples")
-    active = [True] * 5
-    for _ in range(5):
-        coef = _solve(samples, active, ridge)
+    active = [True] * 6
+    for _ in range(6):
+        coef = _solve(samples, active, ridge, relative)
         negative = [i for i, c in enumerate(coef) if active[i] and c < 0]
         if not negative:
             break
@@ -154,25 +204,28 @@ def fit_linear(samples: list[tuple[StepShape, float]], name: str = "fitted",
     coef = [max(0.0, c) for c in coef]
     if coef[0] == 0 and coef[2] == 0:
         coef[0] = min(t for _, t in samples)
-    fixed, per_request, per_new, per_ctx, per_pair = coef
-    return LinearStepModel(fixed, per_request, per_new, per_ctx, per_pair, name=name)
+    fixed, per_request, per_new, per_ctx, per_pair, per_prefix = coef
+    return LinearStepModel(fixed, per_request, per_new, per_ctx, per_pair, name, per_prefix)
 
 
 def _features(s: StepShape) -> list[float]:
-    return [1.0, float(s.requests), float(s.new_tokens), float(s.context_tokens), float(s.attention_pairs)]
+    return [1.0, float(s.requests), float(s.new_tokens), float(s.context_tokens), float(s.attention_pairs),
+            float(_prefix(s))]
 
 
-def _solve(samples: list[tuple[StepShape, float]], active: list[bool], ridge: float) -> list[float]:
-    idx = [i for i in range(5) if active[i]]
-    rows = [[_features(s)[i] for i in idx] for s, _ in samples]
+def _solve(samples: list[tuple[StepShape, float]], active: list[bool], ridge: float,
+           relative: bool = False) -> list[float]:
+    idx = [i for i in range(6) if active[i]]
+    weight = [1.0 / t if relative and t > 0 else 1.0 for _, t in samples]
+    rows = [[_features(s)[i] * w for i in idx] for (s, _), w in zip(samples, weight, strict=True)]
     scale = [max(1e-30, max(abs(r[j]) for r in rows)) for j in range(len(idx))]
     rows = [[r[j] / scale[j] for j in range(len(idx))] for r in rows]
-    ys = [t for _, t in samples]
+    ys = [t * w for (_, t), w in zip(samples, weight, strict=True)]
     k = len(idx)
     ata = [[sum(r[a] * r[b] for r in rows) + (ridge if a == b else 0.0) for b in range(k)] for a in range(k)]
     aty = [sum(r[a] * y for r, y in zip(rows, ys, strict=True)) for a in range(k)]
     sol = _gauss(ata, aty)
-    coef = [0.0] * 5
+    coef = [0.0] * 6
     for j, i in enumerate(idx):
         coef[i] = sol[j] / scale[j]
     return coef

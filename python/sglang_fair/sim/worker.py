@@ -6,15 +6,23 @@ is in progress); otherwise every running request decodes one token.
 
 - Admission: the policy's ``select`` over the waiting queue, with a :class:`StepBudget` that checks
   the running cap, the chunked-prefill token budget (one request at a time may be chunked) and the
-  KV pool: uncached input + ``new_token_ratio`` x remaining output must fit in free + evictable
-  tokens minus the same reservation for running requests (SGLang's PrefillAdder).
+  KV pool, as SGLang 0.5.23's PrefillAdder (managers/schedule_policy.py): a new request's uncached
+  input + all its remaining output (``add_one_req``) must fit in free + evictable tokens minus the
+  running requests' remaining output x the new-token ratio (1 for ``ignore_eos`` requests,
+  ``_get_running_request_total_token_offset``). The ratio follows SGLang's NewTokenRatioTracker
+  (managers/scheduler_components/new_token_ratio_tracker.py): it starts at ``new_token_ratio``,
+  decays linearly per decode step to ``new_token_ratio x min_ratio_factor`` over
+  ``ratio_decay_steps`` steps, is reset when the worker idles, and after a retraction is set to
+  (tokens decoded + 20 x requests) / (their output lengths + 1) over the requests kept.
 - The KV pool is shared with the prefix cache (``LocalRadixCache``): a finished prefill puts its
   prompt in the tree (shared while it runs), a finished request its prompt and output; unreferenced
   nodes are evicted least-recently-used when room is needed; evictions are reported to the router.
 - Decode allocates one KV token per running request per step; when the pool runs out, requests are
-  retracted (fewest output tokens first, then longest input, as SGLang) until the batch has room for
-  ``retract_steps`` more steps; a retracted request re-enters the waiting queue with its prompt and
-  the output produced so far as input.
+  retracted (fewest output tokens first, then longest input, as SGLang's retract_decode in
+  managers/schedule_batch.py) until the batch has room for ``retract_steps`` more steps (SGLang: 1);
+  a retracted request re-enters the waiting queue with its prompt and the output produced so far as
+  input. Pages are one token (SGLang's page size on the CPU and torch_native/triton/flashinfer
+  backends).
 - Requests that reach a busy worker wait in an inbox until the step ends (SGLang receives requests
   between steps). Decode steps that nothing can interrupt (no finish, no retraction, nothing new to
   admit) run as one event of up to ``MAX_DECODE_STEPS`` steps, cut short at the next step boundary
@@ -41,6 +49,7 @@ from sglang_fair.sim.steptime import StepShape, StepTimeModel
 EVICT_BATCH = 4096  # tokens freed at least per eviction (SGLang evicts exactly what it needs)
 RETRY_EVERY = 4  # a failed admission is retried after this many steps even if nothing changed
 MAX_DECODE_STEPS = 64  # decode steps run as one event when nothing else can happen meanwhile
+RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: the ratio estimate after a retraction
 
 
 class EngineWorker:
@@ -65,6 +74,9 @@ class EngineWorker:
         self._stale = 0  # steps since the last failed admission try
         self.busy_time = 0.0
         self.steps = 0
+        self.ratio = config.new_token_ratio  # SGLang's new-token ratio, now
+        self.min_ratio = config.new_token_ratio * config.min_ratio_factor
+        self.ratio_decay = (config.new_token_ratio - self.min_ratio) / config.ratio_decay_steps
 
     # ---- queue ---------------------------------------------------------------------------------
     def enqueue(self, req: EngineRequest) -> None:
@@ -102,7 +114,7 @@ class EngineWorker:
     # ---- pool ----------------------------------------------------------------------------------
     def future_reservation(self) -> float:
         """KV the running requests are expected to need: ratio x their remaining output (SGLang)."""
-        return self.config.new_token_ratio * self.batch.left
+        return (1.0 if self.config.ignore_eos else self.ratio) * self.batch.left
 
     @property
     def running(self) -> list[EngineRequest]:
@@ -126,6 +138,8 @@ class EngineWorker:
             self._accept(req)
         self.inbox.clear()
         self.plan = self._plan_prefill() or self._plan_decode()
+        if self.plan is None:  # idle: SGLang resets the ratio
+            self.ratio = self.config.new_token_ratio
         return self.plan
 
     def _plan_prefill(self) -> StepPlan | None:
@@ -203,6 +217,8 @@ class EngineWorker:
         order = sorted(self.running, key=lambda r: (r.generated, -r.input_len), reverse=True)
         while order and cache.free_tokens + cache.evictable_tokens < len(order) * self.config.retract_steps:
             self._retract(order.pop())
+        decoded = sum(r.generated for r in order) + RETRACT_DECODE_STEPS * len(order)
+        self.ratio = min(1.0, decoded / (sum(r.output_len for r in order) + 1))
 
     def _retract(self, req: EngineRequest) -> None:
         self.batch.remove(req)
@@ -276,6 +292,7 @@ class EngineWorker:
             out.output[client] += m * k
         out.finished.extend(self.batch.advance(k))
         out.step_ends = plan.ends[:k]
+        self.ratio = max(self.min_ratio, self.ratio - k * self.ratio_decay)
 
     def _emit(self, req: EngineRequest, out: StepOutcome) -> None:
         req.generated += 1
