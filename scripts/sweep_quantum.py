@@ -92,7 +92,7 @@ def scenario(name: str, duration: float) -> tuple[list[Program], EngineConfig, t
         return flood_programs(duration), EngineConfig(kv_tokens=kv, max_running=24), ("l1", "l2"), 2072
     workload, kv = PAPER[name]
     wl = WorkloadConfig(workload=workload, scenario="s1", clients=4, duration=duration)
-    return make_workload(wl, 1), EngineConfig(kv_tokens=kv), None, 0
+    return make_workload(wl, 1), EngineConfig(kv_tokens=kv, max_running=256), None, 0  # as published
 
 
 def sweep(names: list[str], qus: list[float], duration: float) -> list[dict[str, Any]]:
