@@ -21,7 +21,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
+from sglang_fair.admission import AdmissionConfig  # noqa: E402
 from sglang_fair.metrics import summarize  # noqa: E402
+from sglang_fair.routing import RouterConfig  # noqa: E402
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
 from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
@@ -38,10 +40,13 @@ KEYS = ("throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s",
 CAP = 256
 
 
-def simulate(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig) -> dict[str, Any]:
+def simulate(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig,
+             admission: AdmissionConfig | None = None, routing: RouterConfig | None = None) -> dict[str, Any]:
     programs = make_workload(workload, cluster.dp)
     t0 = time.perf_counter()
-    summary = summarize(Simulator(cluster, engine, programs, horizon=workload.duration).run())
+    sim = Simulator(cluster, engine, programs, horizon=workload.duration, admission=admission,
+                    routing=routing)
+    summary = summarize(sim.run())
     out = {k: summary[k] for k in KEYS}
     out["wall_s"] = round(time.perf_counter() - t0, 2)
     return out
@@ -54,8 +59,9 @@ def fig1(args: argparse.Namespace) -> list[dict[str, Any]]:
     engine = EngineConfig(preset="a10-llama3b", max_running=CAP)
     rows = []
     for policy, qu in [("lpm", 0.0), ("vtc", 0.0)] + [("dlpm", q) for q in args.qus]:
-        cluster = ClusterSimConfig(dp=1, router="round_robin", policy=policy, q_u=qu or 4096.0)
-        rows.append({"policy": policy, "q_u": qu, **simulate(wl, cluster, engine)})
+        cluster = ClusterSimConfig(dp=1, router="round_robin", policy=policy)
+        rows.append({"policy": policy, "q_u": qu,
+                     **simulate(wl, cluster, engine, admission=AdmissionConfig(quantum=qu or 4096.0))})
         _log("fig1", rows[-1])
     return rows
 
@@ -88,9 +94,10 @@ def fig10(args: argparse.Namespace) -> list[dict[str, Any]]:
         for router, policy, label in PAIRS:
             qws = args.qws if router == "d2lpm" else [0.0]
             for qw in qws:
-                cluster = ClusterSimConfig(dp=4, router=router, policy=policy, q_w=qw or 16384.0)
+                cluster = ClusterSimConfig(dp=4, router=router, policy=policy)
                 rows.append({"scenario": scenario, "scheduler": label, "q_w": qw,
-                             **simulate(wl, cluster, EngineConfig(max_running=CAP))})
+                             **simulate(wl, cluster, EngineConfig(max_running=CAP),
+                                        routing=RouterConfig(quantum=qw or 16384.0))})
                 _log("fig10", rows[-1])
     return rows
 

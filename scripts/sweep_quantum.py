@@ -31,6 +31,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
+from sglang_fair.admission import AdmissionConfig  # noqa: E402
 from sglang_fair.metrics import RunResult, percentile, summarize  # noqa: E402
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
@@ -102,8 +103,9 @@ def sweep(names: list[str], qus: list[float], duration: float) -> list[dict[str,
         runs = [(p, 0.0) for p in BASELINES] + [(p, q) for p in VARIANTS for q in qus]
         for policy, qu in runs:
             t0 = time.perf_counter()
-            cluster = ClusterSimConfig(dp=1, router="round_robin", policy=policy, q_u=qu or 4096.0)
-            res = Simulator(cluster, engine, programs, horizon=duration).run()
+            cluster = ClusterSimConfig(dp=1, router="round_robin", policy=policy)
+            res = Simulator(cluster, engine, programs, horizon=duration,
+                            admission=AdmissionConfig(quantum=qu or 4096.0)).run()
             row = {"scenario": name, "policy": policy, "q_u": qu, **measure(res, light),
                    "wall_s": round(time.perf_counter() - t0, 1)}
             rows.append(row)

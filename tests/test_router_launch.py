@@ -10,18 +10,21 @@ from types import SimpleNamespace
 import pytest
 
 from sglang_fair.cli import build_parser
-from sglang_fair.core.cost import parse_weights
+from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.routing import RouterConfig
 from sglang_fair.sglang_plugin.config import build_config
-from sglang_fair.sglang_plugin.router_launch import KV_EVENTS, check_router_args, cost_flags, plan_router
+from sglang_fair.sglang_plugin.router_launch import KV_EVENTS, check_router_args, plan_router
 from sglang_fair.sglang_plugin.router_link import (
     ENV_ROUTER,
     ROUTER_METHODS,
-    RouterFlags,
     RouterLink,
+    RouterSettings,
     link_from_env,
     router_command,
+    router_settings,
 )
+from sglang_fair_router.config import ServiceConfig
 
 
 def test_router_methods_are_the_core_routing_policies() -> None:
@@ -64,10 +67,15 @@ def test_checks_on_the_parsed_sglang_flags() -> None:
 
 
 def test_router_flags_are_validated() -> None:
-    with pytest.raises(ConfigError, match="router-quantum"):
-        RouterFlags(router_quantum=0)
+    def serve_flags(*argv: str) -> RouterSettings:
+        return router_settings(build_parser().parse_args(["serve", *argv]))
+
+    with pytest.raises(ConfigError, match=r"quantum \(Q\^w\) must be > 0"):
+        serve_flags("--router-quantum", "0")
     with pytest.raises(ConfigError, match="heartbeat"):
-        RouterFlags(router_heartbeat_interval=5.0, router_heartbeat_timeout=3.0)
+        serve_flags("--router-heartbeat-interval", "5", "--router-heartbeat-timeout", "3")
+    settings = serve_flags("--router-quantum", "512", "--router-stall-timeout", "9")
+    assert (settings.routing.quantum, settings.service.stall_timeout) == (512.0, 9.0)
 
 
 def test_link_round_trips_through_the_environment() -> None:
@@ -77,21 +85,25 @@ def test_link_round_trips_through_the_environment() -> None:
 
 
 def test_router_command_is_accepted_by_the_router_cli() -> None:
+    """serve writes its --router-... settings back as the router process's flags of the same names."""
     link = RouterLink("/tmp/x", 2)
-    flags = RouterFlags(router_quantum=123.0, router_heartbeat_timeout=4.0, router_http_port=8111)
-    args = build_parser().parse_args(router_command(link, "preble", flags, ["--w-e", "1.5", "--w-q", "3"]))
-    assert (args.policy, args.quantum, args.heartbeat_timeout, args.http_port) == ("preble", 123.0, 4.0, 8111)
-    assert args.workers == ",".join(link.workers()) and args.feedback == link.feedback
-    assert (args.w_e, args.w_q, args.http_host) == (1.5, 3.0, "127.0.0.1")
+    settings = RouterSettings(RouterConfig(quantum=123.0, cache_threshold=0.4),
+                              ServiceConfig(heartbeat_timeout=4.0, http_port=8111))
+    args = build_parser().parse_args(router_command(link, "preble", settings, CostModel(w_e=1.5, w_q=3)))
+    assert (args.router_policy, args.router_quantum, args.router_cache_threshold) == ("preble", 123.0, 0.4)
+    assert (args.router_heartbeat_timeout, args.router_http_port) == (4.0, 8111)
+    assert args.router_http_host == "127.0.0.1"
+    assert args.router_workers == ",".join(link.workers()) and args.router_feedback == link.feedback
+    assert (args.w_e, args.w_q) == (1.5, 3.0)
 
 
 def test_the_router_gets_every_client_weight(tmp_path: Path) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text("sk-1 team,x 3\nsk-2 bob\n")
-    config = build_config({"client_weights": "alice=2", "client_keys": str(keys), "fair_w_q": 4.0})
+    config = build_config({"client_weights": "alice=2", "client_keys": str(keys), "w_q": 4.0})
     link = RouterLink("/tmp/x", 2)
-    args = build_parser().parse_args(router_command(link, "d2lpm", RouterFlags(), cost_flags(config)))
-    assert parse_weights(args.client_weights) == {"alice": 2.0, "team,x": 3.0}
+    args = build_parser().parse_args(router_command(link, "d2lpm", RouterSettings(), config.cost()))
+    assert args.client_weights == {"alice": 2.0, "team,x": 3.0}
     assert (args.w_e, args.w_q) == (1.0, 4.0)
 
 

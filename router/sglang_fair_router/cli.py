@@ -6,7 +6,7 @@ import argparse
 import logging
 import signal
 
-from sglang_fair.core.cost import CostModel, parse_weights
+from sglang_fair.core.cost import CostModel
 from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.routing import RouterConfig, make_routing_policy
 
@@ -17,8 +17,9 @@ def main(args: argparse.Namespace) -> int:
     from sglang_fair_router.service import RouterService
 
     service_cfg = from_flags(ServiceConfig, args)
-    cost = from_flags(CostModel, args, client_weights=parse_weights(args.client_weights))
-    routing = from_flags(RouterConfig, args, num_workers=len(service_cfg.worker_endpoints()), cost=cost)
+    service_cfg.require_endpoints()
+    routing = from_flags(RouterConfig, args, num_workers=len(service_cfg.worker_endpoints()),
+                         cost=from_flags(CostModel, args))
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     service = RouterService(service_cfg, make_routing_policy(routing))
     if service_cfg.http_port:
@@ -41,7 +42,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     add_flags(parser, ServiceConfig)
     add_flags(parser, RouterConfig, skip=("num_workers",))
     add_flags(parser, CostModel)
-    parser.add_argument("--client-weights", default="",
-                        help="per-client fair-share weights, 'alice=2,bob=1' or a JSON object "
-                             "(sglang-fair serve passes --client-weights and the key file's weights)")
     parser.set_defaults(func=main)

@@ -64,6 +64,7 @@ class LatencyHistogram:
 class RouterService:
     def __init__(self, config: ServiceConfig, policy: RoutingPolicy,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        config.require_endpoints()
         self.config = config
         self.clock = clock
         self.state = RouterState(policy, config.heartbeat_timeout, config.stall_timeout)

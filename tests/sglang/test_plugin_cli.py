@@ -28,7 +28,7 @@ def serve(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     ("args", "message"),
     [
         (("--fair-quantum", "-5"), "--fair-quantum (Q^u) must be >= 0 (0: the policy's default), got -5.0"),
-        (("--fair-w-q", "-1"), "w_q must be >= 0"),
+        (("--w-q", "-1"), "w_q must be >= 0"),
         (("--client-weights", "a=0"), "weight of 'a' must be > 0"),
         (("--client-keys", "/nonexistent/keys.txt"), "cannot read"),
     ],

@@ -49,7 +49,8 @@ def test_plot_dir_writes_one_png_per_run(tmp_path: Path) -> None:
     (["--compare", "round_robin:nope"], "unknown policy 'nope'"),
     (["--compare", "round_robin"], "is not router:policy"),
     (["--workload", "trace", "--trace-file", "/no/such/file.csv"], "cannot read trace file"),
-    (["--q-u", "-1"], "q_u must be >= 0"),
+    (["--fair-quantum", "-1"], "quantum (Q^u) must be >= 0"),
+    (["--router-quantum", "0"], "quantum (Q^w) must be > 0"),
     (["--duration", "-1"], "duration must be > 0"),
 ])
 def test_bad_input_is_a_clear_error(

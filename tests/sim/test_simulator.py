@@ -7,8 +7,10 @@ from dataclasses import replace
 
 import pytest
 
+from sglang_fair.admission import AdmissionConfig
 from sglang_fair.core.cost import CostModel
 from sglang_fair.metrics import RunResult, summarize
+from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.simulator import Simulator
 from sglang_fair.sim.steptime import LinearStepModel
@@ -28,8 +30,9 @@ def _tot(**kw: object) -> list[Program]:
 
 def _run(programs: list[Program], router: str = "d2lpm", policy: str = "dlpm", dp: int = 2,
          **engine: object) -> RunResult:
-    cluster = ClusterSimConfig(dp=dp, router=router, policy=policy, q_u=2048, q_w=8192)
-    return Simulator(cluster, EngineConfig(**engine), programs).run()  # type: ignore[arg-type]
+    cluster = ClusterSimConfig(dp=dp, router=router, policy=policy)
+    return Simulator(cluster, EngineConfig(**engine), programs,  # type: ignore[arg-type]
+                     admission=AdmissionConfig(quantum=2048), routing=RouterConfig(quantum=8192)).run()
 
 
 def _check_conservation(programs: list[Program], res: RunResult, cost: CostModel | None = None) -> None:
@@ -95,8 +98,9 @@ def test_prefix_reuse_and_closed_loop() -> None:
 def test_feedback_delay_does_not_extend_the_run() -> None:
     programs = _tot()
     fast = _run(programs)
-    cluster = ClusterSimConfig(dp=2, router="d2lpm", policy="dlpm", q_u=2048, q_w=8192, feedback_delay=5.0)
-    slow = Simulator(cluster, EngineConfig(), programs).run()
+    cluster = ClusterSimConfig(dp=2, router="d2lpm", policy="dlpm", feedback_delay=5.0)
+    slow = Simulator(cluster, EngineConfig(), programs, admission=AdmissionConfig(quantum=2048),
+                     routing=RouterConfig(quantum=8192)).run()
     _check_conservation(programs, slow)
     assert slow.end_time < fast.end_time * 2
 

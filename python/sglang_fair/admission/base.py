@@ -63,14 +63,19 @@ class Budget(Protocol):
 
 @dataclass(frozen=True)
 class AdmissionConfig:
-    """Configuration of a worker's admission policy."""
+    """Configuration of a worker's admission policy (flags ``--fair-...``: ``--fair-quantum``)."""
 
-    policy: str = "dlpm_light"
-    quantum: float = 0.0  # Q^u: service per refill (times the client's weight); 0: the policy's default
+    flag_prefix: ClassVar[str] = "fair_"
+
+    policy: str = field(default="dlpm_light", metadata={"help": "admission policy"})
+    quantum: float = field(default=0.0, metadata={
+        "help": "Q^u: service per DLPM refill, times the client's weight; 0: the policy's default "
+                "(dlpm 4096, dlpm_light 16384)"})
     cost: CostModel = field(default_factory=CostModel)
 
     def __post_init__(self) -> None:
-        require(self.quantum >= 0, f"quantum (Q^u) must be >= 0 (0: the default), got {self.quantum}")
+        require(self.quantum >= 0,
+                f"--fair-quantum (Q^u) must be >= 0 (0: the policy's default), got {self.quantum}")
 
 
 def extend_len(req: WaitingRequest) -> int:

@@ -18,9 +18,10 @@ from sglang_fair.core.errors import ConfigError, require
 class CostModel:
     """Weights of the service cost and the per-client fair-share weights (default 1)."""
 
-    w_e: float = 1.0
-    w_q: float = 2.0
-    client_weights: Mapping[str, float] = field(default_factory=dict)
+    w_e: float = field(default=1.0, metadata={"help": "cost weight w_e of an extend (uncached input) token"})
+    w_q: float = field(default=2.0, metadata={"help": "cost weight w_q of an output token"})
+    client_weights: Mapping[str, float] = field(default_factory=dict, metadata={
+        "help": "per-client fair-share weights, 'alice=2,bob=1' or a JSON object"})
 
     def __post_init__(self) -> None:
         require(self.w_e >= 0, f"w_e must be >= 0, got {self.w_e}")

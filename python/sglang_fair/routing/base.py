@@ -40,7 +40,10 @@ class RouteRequest(Protocol):
 
 @dataclass(frozen=True)
 class RouterConfig:
-    """Configuration of the global router; defaults of cache_aware are the SGLang router's."""
+    """Configuration of the global router; defaults of cache_aware are the SGLang router's (flags
+    ``--router-...``, in ``serve``, ``sim`` and the router process alike)."""
+
+    flag_prefix: ClassVar[str] = "router_"
 
     policy: str = field(default="d2lpm", metadata={"help": "routing policy"})
     num_workers: int = field(default=1, metadata={"help": "number of data-parallel workers"})
@@ -54,7 +57,7 @@ class RouterConfig:
 
     def __post_init__(self) -> None:
         require(self.num_workers >= 1, f"num_workers must be >= 1, got {self.num_workers}")
-        require(self.quantum > 0, f"quantum (Q^w) must be > 0, got {self.quantum}")
+        require(self.quantum > 0, f"--router-quantum (Q^w) must be > 0, got {self.quantum}")
         for name in ("cache_threshold", "preble_threshold"):
             value = getattr(self, name)
             require(0 <= value <= 1, f"{name} must be in [0, 1], got {value}")

@@ -1,7 +1,7 @@
 """``sglang-fair serve``: SGLang's server with the sglang-fair plugin; every SGLang flag passes through.
 
-The project's flags come from :class:`FairConfig` (listed by ``--help``); every other argument is
-handed to SGLang's own parser unchanged, e.g.
+The project's flags come from :class:`FairConfig` and :class:`RouterSettings` (listed by
+``--help``); every other argument is handed to SGLang's own parser unchanged, e.g.
 ``sglang-fair serve --model-path M --schedule-policy dlpm --fair-quantum 2048``.
 """
 
@@ -10,9 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from sglang_fair.core.flags import add_flags, from_flags
-from sglang_fair.sglang_plugin.config import FairConfig, build_config
-from sglang_fair.sglang_plugin.router_link import ROUTER_METHODS, RouterFlags
+from sglang_fair.sglang_plugin.config import add_config_flags, build_config
+from sglang_fair.sglang_plugin.router_link import ROUTER_METHODS, add_router_flags, router_settings
 
 EPILOG = (
     "All other arguments are SGLang's (python -m sglang.launch_server --help), passed through "
@@ -29,8 +28,8 @@ def register(subparsers: Any) -> None:
         "serve", help="run SGLang's server with fair scheduling", description=__doc__.splitlines()[0],
         epilog=EPILOG, allow_abbrev=False,
     )
-    add_flags(parser, FairConfig)
-    add_flags(parser, RouterFlags)
+    add_config_flags(parser)
+    add_router_flags(parser)
     parser.set_defaults(func=serve, pass_through=True)
 
 
@@ -39,7 +38,7 @@ def serve(args: argparse.Namespace) -> int:
     values = {k: getattr(args, k) for k in vars(args)
               if k not in ("func", "command", "sglang_args", "pass_through")}
     config = build_config(values)
-    router_flags = from_flags(RouterFlags, args)
+    settings = router_settings(args)
     from sglang_fair.sglang_plugin.launcher import run
 
-    return run(config, args.sglang_args, router_flags)
+    return run(config, args.sglang_args, settings)

@@ -1,13 +1,15 @@
-"""The project's serving flags: one frozen dataclass, validated once, passed to SGLang's processes.
+"""The project's serving flags, over the core's configs, validated once, passed to SGLang's processes.
 
-The launcher validates a :class:`FairConfig` from the command line and exports it as JSON in the
-environment variable ``SGLANG_FAIR_CONFIG``; every SGLang process (HTTP server, schedulers) inherits
-the environment and rebuilds the same config in :func:`config_from_env`. Without that variable (plain
-``python -m sglang.launch_server`` with the plugin enabled) the defaults apply.
+The launcher validates a :class:`FairConfig` from the command line and exports its flag values as
+JSON in the environment variable ``SGLANG_FAIR_CONFIG``; every SGLang process (HTTP server,
+schedulers) inherits the environment and rebuilds the same config in :func:`config_from_env`.
+Without that variable (plain ``python -m sglang.launch_server`` with the plugin enabled) the
+defaults apply.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -18,6 +20,7 @@ from typing import Any
 from sglang_fair.admission import AdmissionConfig
 from sglang_fair.core.cost import CostModel, parse_weights
 from sglang_fair.core.errors import ConfigError, require
+from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.sglang_plugin.keys import KeyTable, load_key_file
 
 ENV_CONFIG = "SGLANG_FAIR_CONFIG"
@@ -28,31 +31,25 @@ FAIR_POLICIES = ("dlpm", "dlpm_light", "vtc")
 
 @dataclass(frozen=True)
 class FairConfig:
-    """Flags of ``sglang-fair serve`` (each field is one ``--fair-...`` or ``--client-...`` flag)."""
+    """What ``sglang-fair serve`` adds to SGLang's flags, over the core's own configs: Q^u
+    (``--fair-quantum``, :class:`AdmissionConfig`), the cost (``--w-e``, ``--w-q``,
+    ``--client-weights``, :class:`CostModel`), and client identity (``--client-keys``,
+    ``--client-header``). The admission policy's name is SGLang's ``--schedule-policy``."""
 
-    fair_quantum: float = field(default=0.0, metadata={
-        "help": "DLPM quantum Q^u (service per refill); 0: the default (dlpm 4096, dlpm_light 16384)",
-    })
-    fair_w_e: float = field(default=1.0, metadata={"help": "cost weight w_e of an extend (uncached) token"})
-    fair_w_q: float = field(default=2.0, metadata={"help": "cost weight w_q of an output token"})
-    client_weights: str = field(
-        default="", metadata={"help": "per-client fair-share weights, e.g. 'alice=2,bob=1'"}
-    )
+    admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     client_keys: str = field(
         default="", metadata={"help": "file of 'API_KEY CLIENT [WEIGHT]' lines; enables 401 for other keys"}
     )
     client_header: str = field(default="X-Client-Id", metadata={"help": "HTTP header naming the client"})
-    key_table: KeyTable = field(default_factory=KeyTable, metadata={"flag": False})
+    key_table: KeyTable = field(default_factory=KeyTable)
 
     def __post_init__(self) -> None:
-        require(self.fair_quantum >= 0,
-                f"--fair-quantum (Q^u) must be >= 0 (0: the policy's default), got {self.fair_quantum}")
         require(bool(self.client_header.strip()), "--client-header must not be empty")
-        self.admission("dlpm")  # validates w_e, w_q and the weights once
+        self.weights()  # a conflict between the flag and the key file is an error at once
 
     def weights(self) -> dict[str, float]:
-        """Per-client weights from ``client_weights`` and the key file (a conflict is an error)."""
-        weights = parse_weights(self.client_weights)
+        """Per-client weights from ``--client-weights`` and the key file (a conflict is an error)."""
+        weights = dict(self.admission.cost.client_weights)
         for client, weight in self.key_table.weights.items():
             if client in weights and weights[client] != weight:
                 raise ConfigError(
@@ -62,23 +59,43 @@ class FairConfig:
             weights[client] = weight
         return weights
 
-    def admission(self, policy: str) -> AdmissionConfig:
+    def cost(self) -> CostModel:
+        """The cost model with every client's weight (workers and the router use the same)."""
+        return dataclasses.replace(self.admission.cost, client_weights=self.weights())
+
+    def for_policy(self, policy: str) -> AdmissionConfig:
         """The core's admission config for SGLang policy name ``policy``."""
-        cost = CostModel(w_e=self.fair_w_e, w_q=self.fair_w_q, client_weights=self.weights())
-        return AdmissionConfig(policy=policy, quantum=self.fair_quantum, cost=cost)
+        return dataclasses.replace(self.admission, policy=policy, cost=self.cost())
 
     def to_env(self) -> str:
-        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "key_table"}
-        return json.dumps(data)
+        """The flag values as JSON; :func:`config_from_env` rebuilds the same config."""
+        flags = {**_values(self.admission, AdmissionConfig.flag_prefix, skip=("policy", "cost")),
+                 **_values(self.admission.cost), "client_keys": self.client_keys,
+                 "client_header": self.client_header}
+        return json.dumps(flags)
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of :class:`FairConfig`, derived from the configs that declare them."""
+    add_flags(parser, AdmissionConfig, skip=("policy",))
+    add_flags(parser, CostModel)
+    add_flags(parser, FairConfig)
+
+
+def _values(config: Any, prefix: str = "", skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    return {prefix + f.name: getattr(config, f.name) for f in dataclasses.fields(config)
+            if f.name not in skip and not dataclasses.is_dataclass(getattr(config, f.name))}
 
 
 def build_config(values: Mapping[str, Any]) -> FairConfig:
     """Build and validate a config from flag values (loads the key file, if any)."""
-    known = {f.name for f in dataclasses.fields(FairConfig)} - {"key_table"}
-    kwargs = {k: v for k, v in values.items() if k in known and v is not None}
-    path = str(kwargs.get("client_keys") or "")
-    table = load_key_file(path) if path else KeyTable()
-    return FairConfig(key_table=table, **kwargs)
+    args = argparse.Namespace(**{k: v for k, v in values.items() if v is not None})
+    if isinstance(getattr(args, "client_weights", None), str):
+        args.client_weights = parse_weights(args.client_weights)
+    admission = from_flags(AdmissionConfig, args, cost=from_flags(CostModel, args))
+    path = str(getattr(args, "client_keys", "") or "")
+    return from_flags(FairConfig, args, admission=admission,
+                      key_table=load_key_file(path) if path else KeyTable())
 
 
 def config_from_env(environ: Mapping[str, str] | None = None) -> FairConfig:

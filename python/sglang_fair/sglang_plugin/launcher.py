@@ -22,7 +22,7 @@ from sglang_fair.sglang_plugin.router_launch import (
     plan_router,
     start_router,
 )
-from sglang_fair.sglang_plugin.router_link import RouterFlags
+from sglang_fair.sglang_plugin.router_link import RouterSettings
 
 
 def export_environment(config: FairConfig, sglang_args: Sequence[str]) -> None:
@@ -38,10 +38,9 @@ def export_environment(config: FairConfig, sglang_args: Sequence[str]) -> None:
 def check_combination(config: FairConfig, server_args: Any) -> None:
     """Refuse flag combinations that conflict (a :class:`ConfigError` names them)."""
     policy = server_args.schedule_policy
-    defaults = FairConfig()
     fair = policy in FAIR_POLICIES
     quantum_users = [p for p in FAIR_POLICIES if getattr(ADMISSION_POLICIES.get(p), "uses_quantum", False)]
-    if config.fair_quantum != defaults.fair_quantum and policy not in quantum_users:
+    if config.admission.quantum and policy not in quantum_users:
         raise ConfigError(f"--fair-quantum applies to --schedule-policy {' or '.join(quantum_users)} only "
                           f"(got {policy})")
     if config.weights() and not fair:
@@ -81,7 +80,7 @@ def _load_plugins_or_fail() -> None:
         )
 
 
-def run(config: FairConfig, sglang_args: Sequence[str], router_flags: RouterFlags | None = None) -> int:
+def run(config: FairConfig, sglang_args: Sequence[str], router: RouterSettings | None = None) -> int:
     """Validate, export, load the plugin, parse SGLang's flags, start the router if one is asked
     for, and serve until the server exits."""
     plan = plan_router(sglang_args)
@@ -96,13 +95,13 @@ def run(config: FairConfig, sglang_args: Sequence[str], router_flags: RouterFlag
     if plan.policy is not None and check_router_args(plan, server_args).policy is None:
         server_args = prepare_server_args(list(sglang_args))  # one worker: SGLang's own round robin
         plan = RouterPlan(None, list(sglang_args))
-    router = None
+    process = None
     if plan.policy is not None:
-        router = start_router(plan.policy, server_args.dp_size, router_flags or RouterFlags(), config)
+        process = start_router(plan.policy, server_args.dp_size, router or RouterSettings(), config)
     try:
         run_server(server_args)
     finally:
-        if router is not None:
-            router.stop()
+        if process is not None:
+            process.stop()
         kill_process_tree(os.getpid(), include_parent=False)
     return 0

@@ -20,7 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_fair.core.cost import format_weights
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin.config import FairConfig
 from sglang_fair.sglang_plugin.router_link import (
@@ -28,8 +27,8 @@ from sglang_fair.sglang_plugin.router_link import (
     KV_EVENTS_PUBLISHER,
     ROUTER_METHODS,
     SGLANG_METHODS,
-    RouterFlags,
     RouterLink,
+    RouterSettings,
     router_command,
 )
 from sglang_fair.sglang_plugin.tmpdirs import private_dir
@@ -137,18 +136,13 @@ class RouterProcess:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def cost_flags(config: FairConfig) -> list[str]:
-    """The router's cost flags: the workers' w_e and w_q, and every client's weight (from
-    ``--client-weights`` and the key file), so the router's D²LPM is weighted as DLPM is."""
-    return ["--w-e", str(config.fair_w_e), "--w-q", str(config.fair_w_q),
-            "--client-weights", format_weights(config.weights())]
-
-
-def start_router(policy: str, num_workers: int, flags: RouterFlags, config: FairConfig) -> RouterProcess:
+def start_router(policy: str, num_workers: int, settings: RouterSettings,
+                 config: FairConfig) -> RouterProcess:
     """Export the :class:`RouterLink` (every SGLang process started after this sees it) and start
-    ``sglang-fair router`` on it."""
+    ``sglang-fair router`` on it, with the workers' cost and every client's weight (flag and key file),
+    so the router's D²LPM is weighted as DLPM is."""
     directory = private_dir("sgl-fair-")  # short: ipc:// paths have a length limit
-    link = RouterLink(directory, num_workers, flags.router_heartbeat_interval)
+    link = RouterLink(directory, num_workers, settings.service.heartbeat_interval)
     os.environ[ENV_ROUTER] = link.to_env()
-    cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(link, policy, flags, cost_flags(config))]
+    cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(link, policy, settings, config.cost())]
     return RouterProcess(cmd, directory)

@@ -10,44 +10,45 @@ the router.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pickle
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import require
-from sglang_fair.routing import ROUTING_POLICIES
+from sglang_fair.core.flags import add_flags, from_flags, to_flags
+from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
+from sglang_fair_router.config import ServiceConfig
 
 ENV_ROUTER = "SGLANG_FAIR_ROUTER"
 ROUTER_METHODS = tuple(ROUTING_POLICIES.names())
 SGLANG_METHODS = ("auto", "round_robin", "follow_bootstrap_room", "total_requests", "total_tokens")
+ROUTER_FILLED_IN = ("policy", "num_workers")  # from --load-balance-method and --dp-size
+SERVICE_FILLED_IN = ("frontend", "failures", "feedback", "workers")  # the link's IPC endpoints
 KV_EVENTS_PUBLISHER = "sglang_fair"  # the name our eviction publisher is registered under in SGLang
 
 
 @dataclass(frozen=True)
-class RouterFlags:
-    """The router flags of ``sglang-fair serve`` (used with a router ``--load-balance-method``)."""
+class RouterSettings:
+    """The router flags of ``sglang-fair serve``: the routing policy's knobs (:class:`RouterConfig`)
+    and the service's (:class:`ServiceConfig`), as the same ``--router-...`` flags the router process
+    takes. The policy, worker count, cost and endpoints are filled in when the router starts."""
 
-    router_quantum: float = field(default=16384.0, metadata={"help": "D2LPM quantum Q^w per worker"})
-    router_heartbeat_interval: float = field(
-        default=0.5, metadata={"help": "seconds between a worker's heartbeats to the router"})
-    router_heartbeat_timeout: float = field(
-        default=3.0, metadata={"help": "seconds without a heartbeat before a worker counts as dead"})
-    router_stall_timeout: float = field(
-        default=60.0, metadata={"help": "seconds a worker's loop may stand still with requests in flight"})
-    router_http_port: int = field(default=0, metadata={"help": "router's /state and /metrics port (0: off)"})
-    router_http_host: str = field(default="127.0.0.1", metadata={"help": "address the router's port binds"})
-    router_max_tree_tokens: int = field(default=1 << 26, metadata={"help": "bound of the global tree"})
+    routing: RouterConfig = field(default_factory=RouterConfig)
+    service: ServiceConfig = field(default_factory=ServiceConfig)
 
-    def __post_init__(self) -> None:
-        require(self.router_quantum > 0, f"--router-quantum must be > 0, got {self.router_quantum}")
-        require(0 < self.router_heartbeat_interval < self.router_heartbeat_timeout,
-                "need 0 < --router-heartbeat-interval < --router-heartbeat-timeout, got "
-                f"{self.router_heartbeat_interval} and {self.router_heartbeat_timeout}")
-        require(0 <= self.router_http_port < 65536, f"bad --router-http-port {self.router_http_port}")
-        require(self.router_max_tree_tokens > 0, "--router-max-tree-tokens must be > 0")
-        require(self.router_stall_timeout > 0, "--router-stall-timeout must be > 0")
+
+def add_router_flags(parser: argparse.ArgumentParser) -> None:
+    """``serve``'s ``--router-...`` flags (those of :class:`RouterSettings`)."""
+    add_flags(parser, RouterConfig, skip=ROUTER_FILLED_IN)
+    add_flags(parser, ServiceConfig, skip=SERVICE_FILLED_IN)
+
+
+def router_settings(args: argparse.Namespace) -> RouterSettings:
+    return RouterSettings(from_flags(RouterConfig, args), from_flags(ServiceConfig, args))
 
 
 @dataclass(frozen=True)
@@ -113,13 +114,10 @@ def link_from_env(environ: dict[str, str] | None = None) -> RouterLink | None:
     return RouterLink(**json.loads(raw)) if raw else None
 
 
-def router_command(link: RouterLink, policy: str, flags: RouterFlags, cost_flags: list[str]) -> list[str]:
-    """The ``sglang-fair router`` arguments that serve ``link`` with ``policy``."""
-    return [
-        "router", "--policy", policy, "--frontend", link.frontend, "--failures", link.failures,
-        "--feedback", link.feedback, "--workers", ",".join(link.workers()),
-        "--quantum", str(flags.router_quantum), "--max-tree-tokens", str(flags.router_max_tree_tokens),
-        "--heartbeat-timeout", str(flags.router_heartbeat_timeout),
-        "--stall-timeout", str(flags.router_stall_timeout),
-        "--http-port", str(flags.router_http_port), "--http-host", flags.router_http_host, *cost_flags,
-    ]
+def router_command(link: RouterLink, policy: str, settings: RouterSettings, cost: CostModel) -> list[str]:
+    """The ``sglang-fair router`` arguments that serve ``link`` with ``policy`` and ``cost``: every
+    setting written back as the flags that declare it."""
+    routing = replace(settings.routing, policy=policy, num_workers=link.num_workers, cost=cost)
+    service = replace(settings.service, frontend=link.frontend, failures=link.failures,
+                      feedback=link.feedback, workers=",".join(link.workers()))
+    return ["router", *to_flags(service), *to_flags(routing, skip=("num_workers",)), *to_flags(cost)]

@@ -33,10 +33,11 @@ def validate_policy(original: Any, self: Any, policy: str, tree_cache: Any) -> A
     if policy not in FAIR_POLICIES:
         return original(self, policy, tree_cache)
     config = config_from_env()
-    admission = make_admission_policy(config.admission(policy))
+    admission = make_admission_policy(config.for_policy(policy))
     setattr(self, STATE_ATTR, FairState(admission))
+    cost = admission.cost
     logger.info("sglang-fair: %s admission (Q^u=%s, w_e=%s, w_q=%s, weights=%s)", policy,
-                admission.quantum, config.fair_w_e, config.fair_w_q, config.weights())
+                admission.quantum, cost.w_e, cost.w_q, dict(cost.client_weights))
     return original(self, "lpm", tree_cache)
 
 

@@ -15,12 +15,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.admission import ADMISSION_POLICIES
+from sglang_fair.admission import ADMISSION_POLICIES, AdmissionConfig
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.metrics import RunResult, summarize
-from sglang_fair.routing import ROUTING_POLICIES
+from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.report import format_clients, format_table, plot_service, service_series
 from sglang_fair.sim.simulator import Simulator, stderr_progress
@@ -34,8 +34,9 @@ def register(subparsers: Any) -> None:
     add_flags(p, WorkloadConfig)
     add_flags(p, ClusterSimConfig)
     add_flags(p, EngineConfig)
-    p.add_argument("--w-e", type=float, default=1.0, help="weight of extend/input tokens (default: 1)")
-    p.add_argument("--w-q", type=float, default=2.0, help="weight of output tokens (default: 2)")
+    add_flags(p, AdmissionConfig, skip=("policy", "cost"))  # --fair-quantum, as in serve
+    add_flags(p, RouterConfig, skip=("policy", "num_workers", "cost"))  # --router-quantum, ...
+    add_flags(p, CostModel)  # --w-e, --w-q, --client-weights
     p.add_argument("--compare", default="", help='router:policy pairs, e.g. "round_robin:lpm,d2lpm:dlpm"')
     p.add_argument("--json", default="", metavar="PATH", help="write the summary as JSON")
     p.add_argument("--plot-dir", default="", metavar="DIR", help="write service-over-time PNGs")
@@ -61,6 +62,7 @@ def parse_pairs(text: str, default: tuple[str, str]) -> list[tuple[str, str]]:
 
 def run_pairs(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig,
               pairs: list[tuple[str, str]], cost: CostModel, progress: bool = False,
+              admission: AdmissionConfig | None = None, routing: RouterConfig | None = None,
               ) -> tuple[dict[str, dict[str, Any]], dict[str, RunResult]]:
     """Simulate each (router, policy) pair on the same seeded workload."""
     programs = make_workload(workload, cluster.dp)
@@ -71,7 +73,8 @@ def run_pairs(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: Engin
         if progress:
             print(f"{router}:{policy}: {len(programs)} programs, {call_count(programs)} calls",
                   file=sys.stderr, flush=True)
-        sim = Simulator(cfg, engine, programs, cost, horizon=workload.duration)
+        sim = Simulator(cfg, engine, programs, cost, horizon=workload.duration, admission=admission,
+                        routing=routing)
         res = sim.run(stderr_progress(workload.duration) if progress else None)
         summaries[f"{router}:{policy}"] = summarize(res)
         results[f"{router}:{policy}"] = res
@@ -82,9 +85,11 @@ def main(args: argparse.Namespace) -> int:
     workload = from_flags(WorkloadConfig, args)
     cluster = from_flags(ClusterSimConfig, args)
     engine = from_flags(EngineConfig, args)
-    cost = CostModel(w_e=args.w_e, w_q=args.w_q)
+    cost = from_flags(CostModel, args)
+    admission = from_flags(AdmissionConfig, args, cost=cost)
+    routing = from_flags(RouterConfig, args, cost=cost)
     pairs = parse_pairs(args.compare, (cluster.router, cluster.policy))
-    summaries, results = run_pairs(workload, cluster, engine, pairs, cost, args.progress)
+    summaries, results = run_pairs(workload, cluster, engine, pairs, cost, args.progress, admission, routing)
     print(format_table(summaries))
     if len(summaries) == 1:
         print()
@@ -92,7 +97,10 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         docs = {name: dict(doc, service_series=service_series(results[name]))
                 for name, doc in summaries.items()}
-        _write_json(Path(args.json), docs, bool(args.compare), workload, cluster, engine)
+        config = {"workload": asdict(workload), "cluster": asdict(cluster), "engine": asdict(engine),
+                  "admission": asdict(admission), "routing": asdict(routing),
+                  "tokenizer": make_tokenizer(workload.data, workload.seed).name}
+        _write_json(Path(args.json), docs, bool(args.compare), config)
     if args.plot_dir:
         for path in plot_service(results, Path(args.plot_dir)):
             print(f"wrote {path}")
@@ -100,9 +108,7 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _write_json(path: Path, summaries: dict[str, dict[str, Any]], compare: bool,
-                workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig) -> None:
-    config = {"workload": asdict(workload), "cluster": asdict(cluster), "engine": asdict(engine),
-              "tokenizer": make_tokenizer(workload.data, workload.seed).name}
+                config: dict[str, Any]) -> None:
     doc: dict[str, Any] = {"runs": summaries} if compare else dict(next(iter(summaries.values())))
     doc["config"] = config
     try:

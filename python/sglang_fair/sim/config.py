@@ -65,8 +65,6 @@ class ClusterSimConfig:
     dp: int = field(default=1, metadata={"help": "data-parallel workers (GPUs)"})
     router: str = field(default="d2lpm", metadata={"help": "routing policy"})
     policy: str = field(default="dlpm", metadata={"help": "admission policy"})
-    q_u: float = field(default=0.0, metadata={"help": "Q^u of DLPM; 0 = the policy's default"})
-    q_w: float = field(default=16384.0, metadata={"help": "Q^w of D2LPM"})
     feedback_delay: float = field(
         default=0.005, metadata={"help": "seconds before the router hears of finishes and evictions"})
     max_time: float = field(
@@ -75,8 +73,6 @@ class ClusterSimConfig:
 
     def __post_init__(self) -> None:
         require(self.dp >= 1, f"dp must be >= 1, got {self.dp}")
-        require(self.q_u >= 0, f"q_u must be >= 0, got {self.q_u}")
-        require(self.q_w > 0, f"q_w must be > 0, got {self.q_w}")
         require(self.feedback_delay >= 0, f"feedback_delay must be >= 0, got {self.feedback_delay}")
         require(self.max_time >= 0, f"max_time must be >= 0, got {self.max_time}")
         require(self.window > 0, f"window must be > 0, got {self.window}")

@@ -15,6 +15,7 @@ import itertools
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,10 @@ class Simulator:
 
     def __init__(self, cluster: ClusterSimConfig, engine: EngineConfig, programs: list[Program],
                  cost: CostModel | None = None, model: StepTimeModel | None = None,
-                 horizon: float | None = None) -> None:
+                 horizon: float | None = None, admission: AdmissionConfig | None = None,
+                 routing: RouterConfig | None = None) -> None:
+        """``admission`` and ``routing`` give the policies' own settings (Q^u, Q^w, ...); their policy
+        names and worker count come from ``cluster`` and their cost is ``cost``."""
         self.cfg = cluster
         self.cost = cost or CostModel()
         step_model, kv = preset(engine.preset)
@@ -47,9 +51,9 @@ class Simulator:
         self.model = model or step_model
         kv = engine.kv_tokens or kv
         engine = resolve_engine(engine, kv)
-        admission = AdmissionConfig(policy=cluster.policy, quantum=cluster.q_u, cost=self.cost)
-        self.router = make_routing_policy(
-            RouterConfig(policy=cluster.router, num_workers=cluster.dp, quantum=cluster.q_w, cost=self.cost))
+        admission = replace(admission or AdmissionConfig(), policy=cluster.policy, cost=self.cost)
+        self.router = make_routing_policy(replace(
+            routing or RouterConfig(), policy=cluster.router, num_workers=cluster.dp, cost=self.cost))
         self.workers = [
             EngineWorker(i, make_admission_policy(admission), engine, self.model, kv)
             for i in range(cluster.dp)
