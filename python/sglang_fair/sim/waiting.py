@@ -25,11 +25,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
+from typing import TypeVar
 
-from sglang_fair.admission.lpm import LpmOrdered, LpmQueue
+from sglang_fair.admission.lpm import LpmQueue
 from sglang_fair.core.radix_cache import CacheNode, LocalRadixCache
 from sglang_fair.sim.batch import EngineRequest
 
+K = TypeVar("K")
 Stop = tuple[CacheNode, int]  # (node a match ends at, the request's next token)
 
 
@@ -121,7 +123,7 @@ class WaitingQueue:
         self._stale(self._by_node.get(node))
 
 
-def _unlink(table: defaultdict[object, set[int]], key: object, rid: int) -> None:
+def _unlink(table: defaultdict[K, set[int]], key: K, rid: int) -> None:
     bucket = table.get(key)
     if bucket is not None:
         bucket.discard(rid)

@@ -5,11 +5,12 @@ prefill: a prefill step runs whenever the admission policy admits something (or 
 is in progress); otherwise every running request decodes one token.
 
 - Admission: the policy's ``select`` over the waiting queue (:class:`WaitingQueue`: for policies
-  that order by the cache, in LPM order with prefix matches kept incrementally), with a :class:`StepBudget` that checks
-  the running cap, the chunked-prefill token budget (one request at a time may be chunked) and the
-  KV pool, as SGLang 0.5.23's PrefillAdder (managers/schedule_policy.py): a new request's uncached
-  input + all its remaining output (``add_one_req``) must fit in free + evictable tokens minus the
-  running requests' remaining output x the new-token ratio (1 for ``ignore_eos`` requests,
+  that order by the cache, in LPM order with prefix matches kept incrementally), with a
+  :class:`StepBudget` that checks the running cap, the chunked-prefill token budget (one request at
+  a time may be chunked) and the KV pool, as SGLang 0.5.23's PrefillAdder
+  (managers/schedule_policy.py): a new request's uncached input + all its remaining output
+  (``add_one_req``) must fit in free + evictable tokens minus the running requests' remaining output
+  x the new-token ratio (1 for ``ignore_eos`` requests,
   ``_get_running_request_total_token_offset``). The ratio follows SGLang's NewTokenRatioTracker
   (managers/scheduler_components/new_token_ratio_tracker.py): it starts at ``new_token_ratio``,
   decays linearly per decode step to ``new_token_ratio x min_ratio_factor`` over
