@@ -4,6 +4,10 @@ Tokens in the pool are either in the tree (``cached_tokens``) or reserved outsid
 requests (``reserved_tokens``). Running requests lock the tree path they reuse (reference counts);
 eviction removes least-recently-used unlocked leaves, one whole node at a time, as SGLang's radix
 cache does. Recency is a logical clock that advances on every match and insert: no wall clock.
+
+A :class:`CacheListener` set as ``listener`` hears of every change that can move a prefix match:
+an insert (its tokens, how many were already cached, the node that ends there) and each evicted
+node. Splits move no match (the lower part keeps its identity), so they are not reported.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import chain
+from typing import Protocol
 
 from sglang_fair.core.errors import require
 
@@ -39,6 +44,16 @@ class Evicted:
     start: int
 
 
+class CacheListener(Protocol):
+    """Told of the changes of a :class:`LocalRadixCache` that can change a prefix match."""
+
+    def on_insert(self, tokens: list[int], cached: int, node: CacheNode) -> None:
+        """``tokens[cached:]`` was added below ``node``, which ends at ``tokens[:cached]``."""
+
+    def on_evict(self, node: CacheNode) -> None:
+        """``node`` (a leaf) left the tree."""
+
+
 class LocalRadixCache:
     """Prefix cache + KV pool accounting of one worker (see the module docstring)."""
 
@@ -52,6 +67,7 @@ class LocalRadixCache:
         self.reserved_tokens = 0
         self.evicted: list[Evicted] = []  # log of evictions, for a host to drain and report
         self._clock = itertools.count(1)
+        self.listener: CacheListener | None = None
 
     @property
     def free_tokens(self) -> int:
@@ -89,6 +105,8 @@ class LocalRadixCache:
         matched, node = self.match_prefix(tokens)
         if matched == len(tokens):
             return 0, node
+        if self.listener is not None:
+            self.listener.on_insert(tokens, matched, node)
         leaf = CacheNode(list(tokens[matched:]), node, len(tokens))
         leaf.last_access = next(self._clock)
         node.children[leaf.key[0]] = leaf
@@ -153,6 +171,8 @@ class LocalRadixCache:
             assert parent is not None
             evicted.append(Evicted(self._path(leaf), leaf.depth - len(leaf.key)))
             self.evicted.append(evicted[-1])
+            if self.listener is not None:
+                self.listener.on_evict(leaf)
             del parent.children[leaf.key[0]]
             freed += len(leaf.key)
             self.cached_tokens -= len(leaf.key)

@@ -26,7 +26,6 @@ class EngineRequest(SimRequest):
     extend_reserved: int = 0  # pool tokens reserved for the uncached input
     prefills: int = 0  # completed prefills (more than 1 after a retraction)
     key: object = None  # equal prompts share a key object (None after a retraction): one match for all
-    match_version: int = -1  # the worker's cache-content version when cached_len was last matched
     sync_clock: int = 0  # while running: the worker's decode clock when generated/reserved were last updated
     finish_clock: int = 0  # while running: the decode clock at which the request produces its last token
 

@@ -4,11 +4,13 @@ Each step is either a prefill (extend) step or a decode step, as in SGLang witho
 prefill: a prefill step runs whenever the admission policy admits something (or a chunked prefill
 is in progress); otherwise every running request decodes one token.
 
-- Admission: the policy's ``select`` over the waiting queue, with a :class:`StepBudget` that checks
-  the running cap, the chunked-prefill token budget (one request at a time may be chunked) and the
-  KV pool, as SGLang 0.5.23's PrefillAdder (managers/schedule_policy.py): a new request's uncached
-  input + all its remaining output (``add_one_req``) must fit in free + evictable tokens minus the
-  running requests' remaining output x the new-token ratio (1 for ``ignore_eos`` requests,
+- Admission: the policy's ``select`` over the waiting queue (:class:`WaitingQueue`: for policies
+  that order by the cache, in LPM order with prefix matches kept incrementally), with a
+  :class:`StepBudget` that checks the running cap, the chunked-prefill token budget (one request at
+  a time may be chunked) and the KV pool, as SGLang 0.5.23's PrefillAdder
+  (managers/schedule_policy.py): a new request's uncached input + all its remaining output
+  (``add_one_req``) must fit in free + evictable tokens minus the running requests' remaining output
+  x the new-token ratio (1 for ``ignore_eos`` requests,
   ``_get_running_request_total_token_offset``). The ratio follows SGLang's NewTokenRatioTracker
   (managers/scheduler_components/new_token_ratio_tracker.py): it starts at ``new_token_ratio``,
   decays linearly per decode step to ``new_token_ratio x min_ratio_factor`` over
@@ -45,6 +47,7 @@ from sglang_fair.sim.batch import EngineRequest, StepBudget, StepOutcome, StepPl
 from sglang_fair.sim.config import EngineConfig
 from sglang_fair.sim.running import RunningBatch
 from sglang_fair.sim.steptime import StepShape, StepTimeModel
+from sglang_fair.sim.waiting import WaitingQueue
 
 EVICT_BATCH = 4096  # tokens freed at least per eviction (SGLang evicts exactly what it needs)
 RETRY_EVERY = 4  # a failed admission is retried after this many steps even if nothing changed
@@ -62,14 +65,13 @@ class EngineWorker:
         self.config = config
         self.model = model
         self.cache = LocalRadixCache(kv_tokens)
-        self.waiting: list[EngineRequest] = []
+        self.waiting = WaitingQueue(self.cache, policy.orders_by_cache)
         self.batch = RunningBatch()
         self.chunked: EngineRequest | None = None
         self.plan: StepPlan | None = None
         self._evicted: list[Evicted] = []
         self._retracted: list[EngineRequest] = []
         self.inbox: list[EngineRequest] = []
-        self.content_version = 0  # bumped whenever tokens enter or leave the cache
         self._dirty = True  # something that can change admission happened since the last failed try
         self._stale = 0  # steps since the last failed admission try
         self.busy_time = 0.0
@@ -126,7 +128,6 @@ class EngineWorker:
         cache = self.cache
         if cache.free_tokens < n:  # evict in batches: each eviction scans the tree once
             evicted = cache.evict(max(n - cache.free_tokens, EVICT_BATCH))
-            self.content_version += bool(evicted)
             if not hasattr(cache, "evicted"):
                 self._evicted.extend(evicted)
         return cache.alloc(n)
@@ -153,11 +154,9 @@ class EngineWorker:
             budget.tokens_left -= chunk
         retry = self._dirty or self._stale >= RETRY_EVERY
         if self.waiting and retry and not budget.exhausted():
-            self._refresh_matches()
-            admitted = self.policy.select(self.waiting, budget)
+            admitted = self.policy.select(self.waiting.view(), budget)
             if admitted:
-                taken = {id(r) for r in admitted}
-                self.waiting = [r for r in self.waiting if id(r) not in taken]
+                self.waiting.remove(admitted)
             else:
                 self._dirty, self._stale = False, 0
         if not budget.batch:
@@ -170,23 +169,6 @@ class EngineWorker:
             prefill=True,
         )
         return StepPlan("prefill", budget.batch, [self.model.step_time(shape)])
-
-    def _refresh_matches(self) -> None:
-        """Set each waiting request's cached prefix (the LPM order): matched again only if the cache's
-        content changed since, and once per distinct prompt."""
-        memo: dict[int, int] = {}
-        version = self.content_version
-        for req in self.waiting:
-            if req.match_version == version:
-                continue
-            key = id(req.key) if req.key is not None else None
-            if key is not None and key in memo:
-                req.cached_len = memo[key]
-            else:
-                req.cached_len = self.cache.match_prefix(req.tokens)[0]
-                if key is not None:
-                    memo[key] = req.cached_len
-            req.match_version = version
 
     def _plan_decode(self) -> StepPlan | None:
         if not self.running:
@@ -224,12 +206,12 @@ class EngineWorker:
         self.batch.remove(req)
         cache = self.cache
         full = req.full_sequence()
-        self.content_version += cache.insert(full)[0] > 0  # its KV stays as evictable cache (SGLang)
+        cache.insert(full)  # its KV stays as evictable cache (SGLang)
         assert req.node is not None
         cache.unlock(req.node)
         cache.release(req.reserved)
         req.node, req.reserved = None, 0
-        req.tokens, req.prefilled, req.cached_len, req.key, req.match_version = full, 0, 0, None, -1
+        req.tokens, req.prefilled, req.cached_len, req.key = full, 0, 0, None
         self.policy.on_retract(req)
         self.waiting.append(req)
         self._retracted.append(req)
@@ -266,8 +248,7 @@ class EngineWorker:
                 continue
             if self.chunked is req:
                 self.chunked = None
-            added, node = self.cache.insert(req.tokens)  # the prompt is shared while the request runs
-            self.content_version += added > 0
+            node = self.cache.insert(req.tokens)[1]  # the prompt is shared while the request runs
             self.cache.lock(node)
             assert req.node is not None
             self.cache.unlock(req.node)
@@ -301,7 +282,7 @@ class EngineWorker:
             out.finished.append(req)
 
     def _finish(self, req: EngineRequest) -> None:
-        self.content_version += self.cache.insert(req.full_sequence())[0] > 0
+        self.cache.insert(req.full_sequence())
         assert req.node is not None
         self.cache.unlock(req.node)
         self.cache.release(req.reserved)
