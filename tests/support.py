@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from sglang_fair.admission import AdmissionConfig
+from dataclasses import dataclass
+
+from sglang_fair.admission import AdmissionConfig, AdmissionPolicy, make_admission_policy
 from sglang_fair.core.cost import CostModel
 from sglang_fair.metrics.ledger import ServiceLedger
 from sglang_fair.routing import RouterConfig
@@ -47,3 +49,25 @@ def admission_order(cluster: Cluster) -> list[str]:
     """Clients of the finished requests in the order they were admitted."""
     done = sorted(cluster.finished, key=lambda r: (r.admitted_at, r.first_token_at, r.rid))
     return [r.client for r in done]
+
+
+@dataclass
+class R:
+    """A waiting request as the admission policies see it (hand-built tests)."""
+
+    rid: int
+    client: str
+    input_len: int
+    cached_len: int = 0
+    arrival: float = 0.0
+
+
+def policy(name: str, quantum: float = 10.0, **weights: float) -> AdmissionPolicy:
+    """Admission policy ``name`` with Q^u ``quantum`` and per-client ``weights``."""
+    return make_admission_policy(AdmissionConfig(name, quantum, CostModel(client_weights=weights)))
+
+
+def arrive(p: AdmissionPolicy, *reqs: R) -> list[R]:
+    for r in reqs:
+        p.on_arrival(r)
+    return list(reqs)

@@ -2,38 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import pytest
 
-from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.budgets import SlotBudget
-from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError
-from support import admission_order, req, run_cluster
-
-
-@dataclass
-class R:
-    rid: int
-    client: str
-    input_len: int
-    cached_len: int = 0
-    arrival: float = 0.0
+from support import R, admission_order, arrive, policy, req, run_cluster
 
 
 def Slots(n: int, max_len: int | None = None) -> SlotBudget:
     return SlotBudget(n, max_len)
 
 
-def policy(name: str, quantum: float = 10.0, **weights: float):  # type: ignore[no-untyped-def]
-    return make_admission_policy(AdmissionConfig(name, quantum, CostModel(client_weights=weights)))
-
-
-def arrive(p, *reqs: R) -> list[R]:  # type: ignore[no-untyped-def]
-    for r in reqs:
-        p.on_arrival(r)
-    return list(reqs)
 
 
 def test_fcfs_and_lpm_orders() -> None:

@@ -4,36 +4,13 @@ the DLPM property tests."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from hypothesis import given
 
 from fairness_support import COST, PROPERTY, Workload, check_bound
-from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.budgets import SlotBudget
 from sglang_fair.admission.dlpm_light import DLPMLight
-from sglang_fair.core.cost import CostModel
-from support import admission_order, req, run_cluster
+from support import R, admission_order, arrive, policy, req, run_cluster
 from test_fairness_properties import SINGLE, WEIGHTED, dlpm_theorem_4_1, weighted_dlpm_theorem_4_1
-
-
-@dataclass
-class R:
-    rid: int
-    client: str
-    input_len: int
-    cached_len: int = 0
-    arrival: float = 0.0
-
-
-def policy(name: str, quantum: float = 10.0, **weights: float):  # type: ignore[no-untyped-def]
-    return make_admission_policy(AdmissionConfig(name, quantum, CostModel(client_weights=weights)))
-
-
-def arrive(p, *reqs: R) -> list[R]:  # type: ignore[no-untyped-def]
-    for r in reqs:
-        p.on_arrival(r)
-    return list(reqs)
 
 
 # ---- change 1: counters outlive idle periods, refills top up ---------------------------------------

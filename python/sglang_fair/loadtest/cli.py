@@ -39,8 +39,7 @@ def register(subparsers: Any) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flags(p, LoadTestConfig)
     add_flags(p, WorkloadConfig)
-    p.add_argument("--w-e", type=float, default=1.0, help="weight of input tokens (default: 1)")
-    p.add_argument("--w-q", type=float, default=2.0, help="weight of output tokens (default: 2)")
+    add_flags(p, CostModel)  # --w-e, --w-q, --client-weights: as in sim and serve
     p.add_argument("--window", type=float, default=1.0, help="metrics window in seconds (default: 1)")
     p.add_argument("--name", default="real", help="run name in the table and plot file (default: real)")
     p.add_argument("--json", default="", metavar="PATH", help="write the summary as JSON")
@@ -123,7 +122,7 @@ def main(args: argparse.Namespace) -> int:
 
     cfg = from_flags(LoadTestConfig, args)
     workload = from_flags(WorkloadConfig, args)
-    cost = CostModel(w_e=args.w_e, w_q=args.w_q)
+    cost = from_flags(CostModel, args)
     require(args.window > 0, f"--window must be > 0, got {args.window}")
     run, fairness = asyncio.run(bench(cfg, workload, cost, args.window, args.progress))
     summary = run_summary(run, fairness)
