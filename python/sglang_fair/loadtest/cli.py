@@ -28,6 +28,7 @@ from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.loadtest.config import LoadTestConfig
 from sglang_fair.sglang_plugin.keys import load_key_file
+from sglang_fair.sim.report import add_output_flags
 from sglang_fair.workloads import WorkloadConfig, call_count, make_workload
 
 if TYPE_CHECKING:  # aiohttp (the bench extra) is imported only when the command runs
@@ -42,10 +43,7 @@ def register(subparsers: Any) -> None:
     add_flags(p, CostModel)  # --w-e, --w-q, --client-weights: as in sim and serve
     p.add_argument("--window", type=float, default=1.0, help="metrics window in seconds (default: 1)")
     p.add_argument("--name", default="real", help="run name in the table and plot file (default: real)")
-    p.add_argument("--json", default="", metavar="PATH", help="write the summary as JSON")
-    p.add_argument("--plot-dir", default="", metavar="DIR", help="write service-over-time PNGs")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
-                   help="print progress to stderr")
+    add_output_flags(p)
     p.set_defaults(func=main)
 
 

@@ -22,7 +22,13 @@ from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.metrics import RunResult, summarize
 from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
-from sglang_fair.sim.report import format_clients, format_table, plot_service, service_series
+from sglang_fair.sim.report import (
+    add_output_flags,
+    format_clients,
+    format_table,
+    plot_service,
+    service_series,
+)
 from sglang_fair.sim.simulator import Simulator, stderr_progress
 from sglang_fair.workloads import WorkloadConfig, call_count, make_workload
 from sglang_fair.workloads.tokens import make_tokenizer
@@ -38,10 +44,7 @@ def register(subparsers: Any) -> None:
     add_flags(p, RouterConfig, skip=("policy", "num_workers", "cost"))  # --router-quantum, ...
     add_flags(p, CostModel)  # --w-e, --w-q, --client-weights
     p.add_argument("--compare", default="", help='router:policy pairs, e.g. "round_robin:lpm,d2lpm:dlpm"')
-    p.add_argument("--json", default="", metavar="PATH", help="write the summary as JSON")
-    p.add_argument("--plot-dir", default="", metavar="DIR", help="write service-over-time PNGs")
-    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
-                   help="print progress to stderr on long runs")
+    add_output_flags(p)
     p.set_defaults(func=main)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,14 @@ COLUMNS = (
     ("makespan_s", "makespan", "{:.1f}"),
     ("retractions", "retract", "{:d}"),
 )
+
+
+def add_output_flags(parser: argparse.ArgumentParser) -> None:
+    """``--json``, ``--plot-dir`` and ``--progress``, the same for ``sim`` and ``bench``."""
+    parser.add_argument("--json", default="", metavar="PATH", help="write the summary as JSON")
+    parser.add_argument("--plot-dir", default="", metavar="DIR", help="write service-over-time PNGs")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                        help="print progress to stderr")
 
 
 def _cell(value: Any, fmt: str) -> str:
