@@ -5,14 +5,12 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from sglang_fair.admission import WaitingRequest
-from sglang_fair.core.radix_cache import Evicted
+from sglang_fair.core.radix_cache import Evicted, LocalRadixCache
+from sglang_fair.sim.config import EngineConfig
 from sglang_fair.sim.request import SimRequest
-
-if TYPE_CHECKING:
-    from sglang_fair.sim.worker import EngineWorker
 
 
 @dataclass(eq=False)
@@ -62,10 +60,21 @@ class StepOutcome:
     step_output: Counter[str] = field(default_factory=Counter)  # decode: output tokens per step
 
 
+class BudgetHost(Protocol):
+    """What a :class:`StepBudget` reads and reserves of its worker (``sim.worker.EngineWorker``)."""
+
+    config: EngineConfig
+    cache: LocalRadixCache
+    chunked: EngineRequest | None
+
+    def future_reservation(self) -> float: ...
+    def reserve(self, n: int) -> bool: ...
+
+
 class StepBudget:
     """The admission check of one prefill step (SGLang's PrefillAdder); see the module docstring."""
 
-    def __init__(self, worker: EngineWorker, tokens: int, running: int) -> None:
+    def __init__(self, worker: BudgetHost, tokens: int, running: int) -> None:
         self.w = worker
         self.tokens_left = tokens
         self.running = running
