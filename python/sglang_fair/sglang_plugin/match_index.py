@@ -30,6 +30,8 @@ from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from typing import Any
 
+from sglang_fair.core.buckets import unlink
+
 INDEX_ATTR = "_sglang_fair_match_index"
 
 
@@ -80,9 +82,9 @@ class MatchIndex:
         if entry is None:
             return
         _, node, nxt = entry
-        self._unlink(self.by_node, node, rid)
+        unlink(self.by_node, node, rid)
         if nxt is not None:
-            self._unlink(self.by_next, nxt, rid)
+            unlink(self.by_next, nxt, rid)
 
     def adopt(self, req: Any) -> None:
         """``req`` was just matched by SGLang itself: index that match."""
@@ -111,14 +113,6 @@ class MatchIndex:
         self.by_node[node].add(req.rid)
         if nxt is not None:
             self.by_next[nxt].add(req.rid)
-
-    @staticmethod
-    def _unlink(table: defaultdict[Any, set[Hashable]], key: Any, rid: Hashable) -> None:
-        bucket = table.get(key)
-        if bucket is not None:
-            bucket.discard(rid)
-            if not bucket:
-                del table[key]
 
     # ---- tree changes ---------------------------------------------------------------------------
     def _stale(self, rids: Iterable[Hashable]) -> None:

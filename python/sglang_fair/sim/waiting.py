@@ -25,13 +25,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterator
-from typing import TypeVar
 
 from sglang_fair.admission.lpm import LpmQueue
+from sglang_fair.core.buckets import unlink
 from sglang_fair.core.radix_cache import CacheNode, LocalRadixCache
 from sglang_fair.sim.batch import EngineRequest
 
-K = TypeVar("K")
 Stop = tuple[CacheNode, int]  # (node a match ends at, the request's next token)
 
 
@@ -107,9 +106,9 @@ class WaitingQueue:
         if entry is None:
             return
         node, stop = entry
-        _unlink(self._by_node, node, rid)
+        unlink(self._by_node, node, rid)
         if stop is not None:
-            _unlink(self._by_stop, stop, rid)
+            unlink(self._by_stop, stop, rid)
 
     def _stale(self, rids: set[int] | None) -> None:
         for rid in rids or ():
@@ -121,11 +120,3 @@ class WaitingQueue:
 
     def on_evict(self, node: CacheNode) -> None:
         self._stale(self._by_node.get(node))
-
-
-def _unlink(table: defaultdict[K, set[int]], key: K, rid: int) -> None:
-    bucket = table.get(key)
-    if bucket is not None:
-        bucket.discard(rid)
-        if not bucket:
-            del table[key]
