@@ -89,8 +89,9 @@ def test_prefix_reuse_and_closed_loop() -> None:
     res = Simulator(ClusterSimConfig(dp=1, router="round_robin", policy="lpm"), EngineConfig(), [prog],
                     model=model).run()
     by_call = sorted(res.requests, key=lambda r: r.rid)
-    root = by_call[0]
-    for child in by_call[1:3]:  # children start after the root finished and reuse its prompt + output
+    # Calls 0 and 1 sample the question prompt; the next two released are the first finisher's children.
+    root = min(by_call[:2], key=lambda r: r.finished)
+    for child in by_call[2:4]:  # children start after their parent finished and reuse its prompt + output
         assert child.arrival == pytest.approx(root.finished)
         assert child.cached_len >= root.input_len + root.output_len
 
