@@ -10,8 +10,9 @@ from sglang_fair.routing.base import (
     RoutingPolicy,
     least_loaded,
 )
-from sglang_fair.routing.cache_aware import CacheAware, Preble
+from sglang_fair.routing.cache_aware import CacheAware
 from sglang_fair.routing.d2lpm import D2LPM
+from sglang_fair.routing.preble import Preble
 from sglang_fair.routing.simple import ClientRoundRobin, RoundRobin, ShortestQueue
 
 ROUTING_POLICIES: Registry[RoutingPolicy] = Registry("routing")

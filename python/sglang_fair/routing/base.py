@@ -52,6 +52,9 @@ class RouterConfig:
     balance_abs_threshold: int = field(default=64, metadata={"help": "cache_aware: max-min load"})
     balance_rel_threshold: float = field(default=1.5, metadata={"help": "cache_aware: max/min load"})
     preble_threshold: float = field(default=0.5, metadata={"help": "preble: match ratio to exploit"})
+    preble_window: int = field(default=4096, metadata={"help": "preble: dispatches in the load window"})
+    preble_balance: float = field(default=1.5, metadata={
+        "help": "preble: load ratio (chosen / lightest) that redirects to the lightest worker"})
     max_tree_tokens: int = field(default=1 << 26, metadata={"help": "bound of the global tree"})
     cost: CostModel = field(default_factory=CostModel)
 
@@ -64,6 +67,8 @@ class RouterConfig:
         require(self.balance_abs_threshold >= 0, "balance_abs_threshold must be >= 0")
         require(self.balance_rel_threshold >= 1, "balance_rel_threshold must be >= 1")
         require(self.max_tree_tokens > 0, "max_tree_tokens must be > 0")
+        require(self.preble_window >= 1, f"preble_window must be >= 1, got {self.preble_window}")
+        require(self.preble_balance >= 1, f"preble_balance must be >= 1, got {self.preble_balance}")
 
 
 class NoWorkerError(RuntimeError):
