@@ -54,7 +54,7 @@ class Preble(RoutingPolicy):
     def load(self, worker: int) -> float:
         """L_w: windowed prefill cost plus estimated decode cost of the requests sent to ``worker``."""
         mean_out = self.outputs / self.finished if self.finished else 0.0
-        decode = self.config.cost.output_cost(mean_out)
+        decode = self.config.cost.w_q * mean_out
         return self.window_prefill[worker] + self.window_count[worker] * decode
 
     def choose(self, req: RouteRequest) -> int:
