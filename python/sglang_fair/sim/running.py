@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from sglang_fair.sim.batch import EngineRequest
+from sglang_fair.sim.request import EngineRequest
 
 
 class RunningBatch:
