@@ -28,10 +28,10 @@ def _run() -> RunResult:
     never finishes (censored at the end); a's at 12 s (after the arrivals' end, 10 s) takes 1 s."""
     led = ServiceLedger(window=1.0)
     for t in range(10):
-        led.add(t + 0.5, "a", 0, 100.0, 100.0)
-        led.add(t + 0.5, "b", 0, 100.0, 100.0)
+        led.book(t + 0.5, "a", input_tokens=100, extend_tokens=100)  # w_e = 1: service 100
+        led.book(t + 0.5, "b", input_tokens=100, extend_tokens=100)
     for t in range(10, 20):
-        led.add(t + 0.5, "a", 0, 300.0, 300.0)
+        led.book(t + 0.5, "a", input_tokens=300, extend_tokens=300)
     reqs = [
         RequestRecord(0, 0, "b", 1.0, 100, 10, worker=0, admitted=1.0, finished=1.5, cached_len=100),
         RequestRecord(1, 1, "a", 5.0, 100, 10, worker=0, admitted=5.0, finished=20.0, cached_len=50),
