@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from sglang_fair.admission import AdmissionConfig  # noqa: E402
-from sglang_fair.metrics import summarize  # noqa: E402
+from sglang_fair.metrics import MetricsConfig, metrics_window, summarize  # noqa: E402
 from sglang_fair.routing import RouterConfig  # noqa: E402
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
 from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
 
-PAIRS = [("round_robin", "lpm", "RR+LPM"), ("preble", "lpm", "Preble"), ("client_rr", "vtc", "VTC"),
-         ("d2lpm", "dlpm", "D²LPM")]
+PAIRS = [("round_robin", "lpm", "RR+LPM"), ("preble", "preble", "Preble"), ("client_rr", "vtc", "VTC"),
+         ("d2lpm", "dlpm", "D²LPM")]  # Preble: E2 routing + its priority wait queue (docs/simulator.md)
+METRICS = [MetricsConfig()]  # the steady-state protocol of this run (--warmup, --steady-state)
 KEYS = ("throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
         "cache_hit_rate", "max_backlogged_service_diff", "makespan_s", "retractions")
 
@@ -44,9 +46,13 @@ def simulate(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: Engine
              admission: AdmissionConfig | None = None, routing: RouterConfig | None = None) -> dict[str, Any]:
     programs = make_workload(workload, cluster.dp)
     t0 = time.perf_counter()
+    metrics = METRICS[0]
+    if metrics.steady_state and not cluster.max_time:
+        cluster = ClusterSimConfig(**{**asdict(cluster), "max_time": workload.duration})
     sim = Simulator(cluster, engine, programs, horizon=workload.duration, admission=admission,
                     routing=routing)
-    summary = summarize(sim.run())
+    res = sim.run()
+    summary = summarize(res, metrics_window(metrics, workload.duration, res.end_time))
     out = {k: summary[k] for k in KEYS}
     out["wall_s"] = round(time.perf_counter() - t0, 2)
     return out
@@ -136,7 +142,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--qws", default="2048,8192,32768,131072")
     p.add_argument("--clients", default="5,10,20,50")
     p.add_argument("--out", default=str(ROOT / "docs"))
+    p.add_argument("--warmup", type=float, default=0.0, help="seconds left out of the metrics")
+    p.add_argument("--steady-state", action="store_true",
+                   help="metrics over [warmup, duration] only, runs stop at --duration (docs/simulator.md)")
     args = p.parse_args(argv)
+    METRICS[0] = MetricsConfig(warmup=args.warmup, steady_state=args.steady_state)
     args.dps = [int(x) for x in args.dps.split(",")]
     args.workloads = args.workloads.split(",")
     args.qus = [float(x) for x in args.qus.split(",")]
@@ -148,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only.split(","):
         t0 = time.perf_counter()
         results[name] = {"rows": EXPERIMENTS[name](args), "wall_s": round(time.perf_counter() - t0, 1),
-                         "duration": args.duration, "seed": args.seed}
+                         "duration": args.duration, "seed": args.seed, "metrics": asdict(METRICS[0])}
         results_path.write_text(json.dumps(results, indent=1))
     from sglang_fair.sim.paper_plots import render  # needs matplotlib (the sim extra)
 
