@@ -39,7 +39,8 @@ class WorkloadConfig:
     documents: int = field(default=200, metadata={
         "help": "qa: distinct documents, LooGLE lengths (200 x ~21K tokens: ~11 A100 KV pools)"})
     dimensions: int = field(default=2, metadata={"help": "LLM-as-a-Judge dimensions (S1: c0 uses 8x)"})
-    time_scale: float = field(default=1.0, metadata={"help": "trace replay: divide arrival times by this"})
+    time_scale: float = field(default=1.0, metadata={
+        "help": "trace replay and arena: divide arrival times by this (arena: 2.5x this conversations/s)"})
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "the shared data directory"})
 
     def __post_init__(self) -> None:
