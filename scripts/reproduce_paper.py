@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from sglang_fair.admission import AdmissionConfig  # noqa: E402
-from sglang_fair.metrics import MetricsConfig, metrics_window, summarize  # noqa: E402
+from sglang_fair.metrics import MetricsConfig, latency_window, metrics_window, summarize  # noqa: E402
 from sglang_fair.routing import RouterConfig  # noqa: E402
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
@@ -52,7 +52,8 @@ def simulate(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: Engine
     sim = Simulator(cluster, engine, programs, horizon=workload.duration, admission=admission,
                     routing=routing)
     res = sim.run()
-    summary = summarize(res, metrics_window(metrics, workload.duration, res.end_time))
+    window = metrics_window(metrics, workload.duration, res.end_time)
+    summary = summarize(res, window, latency_window(metrics, window))
     out = {k: summary[k] for k in KEYS}
     out["wall_s"] = round(time.perf_counter() - t0, 2)
     return out
@@ -145,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=0.0, help="seconds left out of the metrics")
     p.add_argument("--steady-state", action="store_true",
                    help="metrics over [warmup, duration] only, runs stop at --duration (docs/simulator.md)")
+    p.add_argument("--cooldown", type=float, default=0.0,
+                   help="latency over arrivals up to --duration minus this (they finish under load)")
     args = p.parse_args(argv)
-    METRICS[0] = MetricsConfig(warmup=args.warmup, steady_state=args.steady_state)
+    METRICS[0] = MetricsConfig(warmup=args.warmup, steady_state=args.steady_state, cooldown=args.cooldown)
     args.dps = [int(x) for x in args.dps.split(",")]
     args.workloads = args.workloads.split(",")
     args.qus = [float(x) for x in args.qus.split(",")]

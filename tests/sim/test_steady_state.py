@@ -16,6 +16,7 @@ from sglang_fair.metrics import (
     RequestRecord,
     RunResult,
     ServiceLedger,
+    latency_window,
     metrics_window,
     summarize,
 )
@@ -75,6 +76,19 @@ def test_steady_state_window_leaves_out_warmup_and_drain() -> None:
     assert s["clients"]["b"]["p50_s"] == pytest.approx(12.0)
 
 
+def test_cooldown_leaves_the_last_arrivals_out_of_the_latency_only() -> None:
+    config = MetricsConfig(warmup=2.0, steady_state=True, cooldown=3.0)
+    window = metrics_window(config, duration=10.0, end=20.0)
+    assert latency_window(config, window) == (2.0, 7.0)
+    s = summarize(_run(), window, latency_window(config, window))
+    assert s["well_behaved_p50_s"] == pytest.approx(15.0)  # only a's program at 5 s
+    assert s["latency_censored"] == 0 and s["latency_arrivals_s"] == [2.0, 7.0]
+    assert s["throughput"] == pytest.approx(200.0) and s["jain_index"] == pytest.approx(1.0)  # unchanged
+    assert latency_window(MetricsConfig(), None) is None
+    with pytest.raises(ConfigError, match="cooldown"):
+        latency_window(MetricsConfig(cooldown=8.0), (2.0, 10.0))
+
+
 def test_warmup_alone_keeps_the_drain() -> None:
     window = metrics_window(MetricsConfig(warmup=2.0), duration=10.0, end=20.0)
     assert window == (2.0, 20.0)
@@ -102,6 +116,8 @@ def test_window_validation() -> None:
         metrics_window(MetricsConfig(warmup=10.0, steady_state=True), 10.0, 20.0)
     with pytest.raises(ConfigError, match="warmup"):
         MetricsConfig(warmup=-1)
+    with pytest.raises(ConfigError, match="cooldown"):
+        MetricsConfig(cooldown=-1)
 
 
 def test_sim_cli_applies_the_window_and_stops_at_the_end_of_arrivals(tmp_path: Path) -> None:
@@ -113,4 +129,4 @@ def test_sim_cli_applies_the_window_and_stops_at_the_end_of_arrivals(tmp_path: P
     doc = json.loads(out.read_text())
     assert doc["metrics_window_s"][0] == 3.0 and doc["metrics_window_s"][1] <= 12.0
     assert doc["makespan_s"] <= 12.0 + 1e-6  # the drain is not simulated
-    assert doc["config"]["metrics"] == {"warmup": 3.0, "steady_state": True}
+    assert doc["config"]["metrics"] == {"warmup": 3.0, "steady_state": True, "cooldown": 0.0}

@@ -45,14 +45,15 @@ def client_activity(result: RunResult) -> dict[str, tuple[float, float]]:
     return act
 
 
-def summarize(result: RunResult, window: tuple[float, float] | None = None) -> dict[str, Any]:
+def summarize(result: RunResult, window: tuple[float, float] | None = None,
+              latency_window: tuple[float, float] | None = None) -> dict[str, Any]:
     """The summary dict: throughput, fairness, latency, cache and per-client/per-worker figures.
 
     ``window`` (t1, t2), the steady-state window (:mod:`sglang_fair.metrics.steady`): service rates,
     Jain's index and the backlogged difference cover only the ledger windows inside it, the hit
-    rate the requests first admitted in it, latencies the programs that arrived in it (an unfinished
-    one counts as waiting until the end of the run: a lower bound, counted in ``latency_censored``).
-    Without it every figure covers the whole run.
+    rate the requests first admitted in it, latencies the programs that arrived in it, or in
+    ``latency_window`` if given (an unfinished one counts as waiting until the end of the run: a lower
+    bound, counted in ``latency_censored``). Without it every figure covers the whole run.
     """
     end = max(result.end_time, 1e-9)
     clients = sorted({p.client for p in result.programs})
@@ -67,7 +68,9 @@ def summarize(result: RunResult, window: tuple[float, float] | None = None) -> d
         t1, t2 = lo, min(hi, end)
     rates = [led.total(c, "perceived", t1, t2) / w[c] for c in clients]
     rates_actual = [led.total(c, "actual", t1, t2) / w[c] for c in clients]
-    programs = [p for p in result.programs if window is None or lo <= p.arrival < hi]
+    lat_window = latency_window or window
+    a1, a2 = lat_window or (0.0, math.inf)
+    programs = [p for p in result.programs if a1 <= p.arrival < a2]
     lat = [x for p in programs if not p.misbehaving and (x := _latency(p, window, end)) is not None]
     admitted = [r for r in result.requests if r.admitted >= 0 and (window is None or lo <= r.admitted < hi)]
     total_in = sum(r.input_len for r in admitted)
@@ -96,6 +99,7 @@ def summarize(result: RunResult, window: tuple[float, float] | None = None) -> d
     }
     if window is not None:
         out["metrics_window_s"] = [round(lo, 3), round(min(hi, end), 3)]
+        out["latency_arrivals_s"] = [round(x, 3) for x in (lat_window or window)]
         out["latency_censored"] = sum(1 for p in programs if not p.misbehaving and _unfinished(p))
     return out
 

@@ -19,7 +19,7 @@ from sglang_fair.admission import ADMISSION_POLICIES, AdmissionConfig
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
-from sglang_fair.metrics import MetricsConfig, RunResult, metrics_window, summarize
+from sglang_fair.metrics import MetricsConfig, RunResult, latency_window, metrics_window, summarize
 from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.report import (
@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
     add_flags(p, AdmissionConfig, skip=("policy", "cost"))  # --fair-quantum, as in serve
     add_flags(p, RouterConfig, skip=("policy", "num_workers", "cost"))  # --router-quantum, ...
     add_flags(p, CostModel)  # --w-e, --w-q, --client-weights
-    add_flags(p, MetricsConfig)  # --warmup, --steady-state
+    add_flags(p, MetricsConfig)  # --warmup, --steady-state, --cooldown
     p.add_argument("--compare", default="", help='router:policy pairs, e.g. "round_robin:lpm,d2lpm:dlpm"')
     add_output_flags(p)
     p.set_defaults(func=main)
@@ -85,8 +85,8 @@ def run_pairs(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: Engin
         sim = Simulator(cfg, engine, programs, cost, horizon=workload.duration, admission=admission,
                         routing=routing)
         res = sim.run(stderr_progress(workload.duration) if progress else None)
-        summaries[f"{router}:{policy}"] = summarize(
-            res, metrics_window(metrics, workload.duration, res.end_time))
+        window = metrics_window(metrics, workload.duration, res.end_time)
+        summaries[f"{router}:{policy}"] = summarize(res, window, latency_window(metrics, window))
         results[f"{router}:{policy}"] = res
     return summaries, results
 
