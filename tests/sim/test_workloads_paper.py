@@ -133,3 +133,12 @@ def test_arena_uses_the_trace_times_and_lengths() -> None:
     first_out = [p.calls[0].output_len for p in programs]
     assert statistics.mean(first_out) == pytest.approx(statistics.mean(o for _, o in lengths))  # 256
     assert statistics.mean(n for n, _ in lengths) == pytest.approx(136.3, abs=0.1)  # Table 2 says 56
+
+
+def test_arena_config_errors() -> None:
+    from sglang_fair.core.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="at least 4 clients"):
+        WorkloadConfig(workload="arena", clients=3)
+    with pytest.raises(ConfigError, match="own misbehaving clients"):
+        WorkloadConfig(workload="arena", scenario="s1")

@@ -64,6 +64,8 @@ class WorkloadConfig:
         )
         require(self.workload != "arena" or self.clients >= 4,
                 "--workload arena needs at least 4 clients (000 Fig. 8: c2 and c3 send more)")
+        require(self.workload != "arena" or self.scenario == "none",
+                "--workload arena has its own misbehaving clients (c2, c3): leave --scenario at none")
 
     @property
     def data(self) -> Path:
