@@ -43,7 +43,8 @@ CAP = 256
 
 
 def simulate(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig,
-             admission: AdmissionConfig | None = None, routing: RouterConfig | None = None) -> dict[str, Any]:
+             admission: AdmissionConfig | None = None, routing: RouterConfig | None = None,
+             keys: tuple[str, ...] = KEYS) -> dict[str, Any]:
     programs = make_workload(workload, cluster.dp)
     t0 = time.perf_counter()
     metrics = METRICS[0]
@@ -54,7 +55,7 @@ def simulate(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: Engine
     res = sim.run()
     window = metrics_window(metrics, workload.duration, res.end_time)
     summary = summarize(res, window, latency_window(metrics, window))
-    out = {k: summary[k] for k in KEYS}
+    out = {k: summary[k] for k in keys}
     out["wall_s"] = round(time.perf_counter() - t0, 2)
     return out
 
@@ -129,7 +130,21 @@ def _log(name: str, row: dict[str, Any]) -> None:
     print(name, json.dumps(brief), flush=True)
 
 
-EXPERIMENTS = {"fig1": fig1, "fig7": fig7, "fig10": fig10, "fig11": fig11}
+def fig8(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Chatbot Arena multi-turn at D = 2 (A10 + 3B, as 000 Fig. 8): c2 and c3 heavy, c2 normal midway.
+    Rows carry per-client service and latency (not plotted yet: paper_plots renders fig1/7/10/11)."""
+    wl = WorkloadConfig(workload="arena", clients=4, duration=args.duration, time_scale=args.arena_scale,
+                        seed=args.seed)
+    rows = []
+    for router, policy, label in PAIRS:
+        cluster = ClusterSimConfig(dp=2, router=router, policy=policy)
+        rows.append({"scheduler": label, **simulate(wl, cluster, EngineConfig(preset="a10-llama3b"),
+                                                    keys=(*KEYS, "clients"))})
+        _log("fig8", {k: v for k, v in rows[-1].items() if k != "clients"})
+    return rows
+
+
+EXPERIMENTS = {"fig1": fig1, "fig7": fig7, "fig8": fig8, "fig10": fig10, "fig11": fig11}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--qws", default="2048,8192,32768,131072")
     p.add_argument("--clients", default="5,10,20,50")
     p.add_argument("--out", default=str(ROOT / "docs"))
+    p.add_argument("--arena-scale", type=float, default=5.0,
+                   help="fig8: divide the Chatbot Arena trace's times by this (5: 12.5 conversations/s)")
     p.add_argument("--warmup", type=float, default=0.0, help="seconds left out of the metrics")
     p.add_argument("--steady-state", action="store_true",
                    help="metrics over [warmup, duration] only, runs stop at --duration (docs/simulator.md)")
