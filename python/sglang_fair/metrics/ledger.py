@@ -110,8 +110,10 @@ class ServiceLedger:
     def forget(self, client: str) -> None:
         """Drop everything booked for ``client`` (a server bounding its memory of idle clients)."""
         self.tokens.pop(client, None)
-        for book in (*self._totals.values(), *self._windows.values()):
-            book.pop(client, None)
+        for total in self._totals.values():
+            total.pop(client, None)
+        for windows in self._windows.values():
+            windows.pop(client, None)
 
     @property
     def keeps_windows(self) -> bool:
