@@ -82,6 +82,8 @@ def test_ledger_without_windows_keeps_totals_only() -> None:
     assert led.total("a") == led.total("a", "actual") == 10.0
     with pytest.raises(ConfigError, match="totals only"):
         led.series("a")
+    led.forget("a")
+    assert led.total("a") == 0.0 and led.clients == []
 
 
 def test_percentile_nearest_rank_returns_a_value_that_occurred() -> None:

@@ -107,6 +107,14 @@ class ServiceLedger:
             self._windows["actual"][client][k] += actual
             self.worker_actual[worker][k] += actual
 
+    def forget(self, client: str) -> None:
+        """Drop everything booked for ``client`` (a server bounding its memory of idle clients)."""
+        self.tokens.pop(client, None)
+        for total in self._totals.values():
+            total.pop(client, None)
+        for windows in self._windows.values():
+            windows.pop(client, None)
+
     @property
     def keeps_windows(self) -> bool:
         return self._window is not None

@@ -81,6 +81,7 @@ class StepBudget:
         self.committed = worker.future_reservation()  # output the pool must still hold room for
         self.batch: list[tuple[EngineRequest, int]] = []
         self.chunk_taken = worker.chunked is not None
+        self.stopped = False  # a request did not fit: SGLang's scheduler admits nothing more this step
 
     def mem_left(self) -> float:
         """Free + evictable tokens (locked prefixes are not evictable) minus the outputs committed."""
@@ -88,7 +89,12 @@ class StepBudget:
         return cache.free_tokens + cache.evictable_tokens - self.committed
 
     def exhausted(self) -> bool:
-        return self.running >= self.w.config.max_running or self.tokens_left <= 0 or self.mem_left() <= 0
+        return (self.stopped or self.running >= self.w.config.max_running or self.tokens_left <= 0
+                or self.mem_left() <= 0)
+
+    def _refuse(self) -> bool:
+        self.stopped = not self.w.config.skip_misfits
+        return False
 
     def try_add(self, req: WaitingRequest) -> bool:
         assert isinstance(req, EngineRequest)
@@ -99,11 +105,11 @@ class StepBudget:
         extend = req.input_len - cached
         output = req.output_len - req.generated  # a new request reserves all its output
         if extend > self.tokens_left and self.chunk_taken:
-            return False
+            return self._refuse()
         w.cache.lock(node)  # the reused prefix is no longer evictable (SGLang pins it to check)
         if extend + output > self.mem_left() or not w.reserve(extend):
             w.cache.unlock(node)
-            return False
+            return self._refuse()
         req.node, req.cached_len, req.prefilled, req.extend_reserved = node, cached, cached, extend
         chunk = min(extend, self.tokens_left)
         self.chunk_taken = self.chunk_taken or chunk < extend

@@ -31,6 +31,9 @@ class EngineConfig:
         "help": "requests sent with ignore_eos: SGLang then reserves all their remaining output"})
     retract_steps: int = field(default=1, metadata={
         "help": "decode steps of room retraction makes (SGLang 0.5.23: 1, check_decode_mem)"})
+    skip_misfits: bool = field(default=False, metadata={
+        "help": "admission goes on past a request that does not fit (the papers' model); off: as SGLang's "
+                "scheduler, it stops at the first one (add_one_req's NO_TOKEN/OTHER end the step)"})
     mixed_chunk: bool = field(default=False, metadata={
         "help": "running requests decode inside prefill steps (SGLang's --enable-mixed-chunk); the "
                 "chunk budget shrinks by the running batch"})

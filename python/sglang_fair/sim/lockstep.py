@@ -42,10 +42,11 @@ class LockstepConfig:
         require(self.max_running >= 1, f"max_running must be >= 1, got {self.max_running}")
 
     def engine(self) -> EngineConfig:
-        """The worker: mixed steps, no chunking, whole outputs reserved, admission at every step."""
+        """The worker: mixed steps, no chunking, whole outputs reserved, admission at every step that
+        goes on past a request that does not fit (the papers' model of admission)."""
         return EngineConfig(kv_tokens=self.capacity, chunk_size=self.capacity + self.max_running,
-                            max_running=self.max_running, ignore_eos=True, mixed_chunk=True,
-                            retry_every=1, max_decode_steps=1)
+                            max_running=self.max_running, ignore_eos=True, skip_misfits=True,
+                            mixed_chunk=True, retry_every=1, max_decode_steps=1)
 
 
 class NoTime:
@@ -76,7 +77,7 @@ class Lockstep:
         self.step = 0
 
     def busy(self) -> bool:
-        return any(w.waiting or w.running or w.chunked or w.inbox for w in self.workers)
+        return any(w.waiting or w.batch or w.chunked or w.inbox for w in self.workers)
 
     def run(self, requests: Iterable[EngineRequest], recorder: Recorder | None = None,
             max_steps: int = 1_000_000) -> list[EngineRequest]:

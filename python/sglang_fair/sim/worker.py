@@ -147,7 +147,7 @@ class EngineWorker:
         retry = self._dirty or self._stale >= self.config.retry_every
         if self.chunked is None and not (self.waiting and retry):
             return None
-        running = len(self.running)
+        running = len(self.batch)
         mixed = self.config.mixed_chunk and running > 0
         tokens = max(1, self.config.chunk_size - running) if mixed else self.config.chunk_size
         budget = StepBudget(self, tokens, running + (1 if self.chunked else 0))
@@ -179,12 +179,12 @@ class EngineWorker:
         return StepPlan("prefill", batch, [self.model.step_time(shape)], decoding=decoding)
 
     def _plan_decode(self) -> StepPlan | None:
-        if not self.running:
+        if not self.batch:
             return None
         self._make_decode_room()
-        if not self.running:
+        if not self.batch:
             return self._plan_prefill()
-        n = len(self.running)
+        n = len(self.batch)
         cache = self.cache
         k = min(
             self.batch.steps_to_first_finish(),  # until the first finish
@@ -201,7 +201,7 @@ class EngineWorker:
     def _make_decode_room(self) -> None:
         """Retract running requests until the rest has room for ``retract_steps`` decode steps."""
         cache = self.cache
-        if cache.free_tokens + cache.evictable_tokens >= len(self.running):
+        if cache.free_tokens + cache.evictable_tokens >= len(self.batch):
             return
         self.batch.sync_all()
         order = sorted(self.running, key=lambda r: (r.generated, -r.input_len), reverse=True)
@@ -275,13 +275,13 @@ class EngineWorker:
                 self.batch.enter(req)
 
     def _complete_decode(self, plan: StepPlan, out: StepOutcome) -> None:
-        require(plan.decoding == len(self.running), "internal: the batch changed during a decode step")
+        require(plan.decoding == len(self.batch), "internal: the batch changed during a decode step")
         self._decode(plan.steps, out)
         out.step_ends = plan.ends[: plan.steps]
 
     def _decode(self, k: int, out: StepOutcome) -> None:
         """``k`` decode steps of the running batch: one token and one KV slot per request per step."""
-        require(self.reserve(len(self.running) * k), "internal: decode reservation failed")
+        require(self.reserve(len(self.batch) * k), "internal: decode reservation failed")
         out.step_output.update({c: m for c, m in self.batch.clients.items() if m})
         for client, m in out.step_output.items():
             out.output[client] += m * k
