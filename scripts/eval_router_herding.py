@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""Does d2lpm_guarded remove D²LPM's herding? Both over Q^w, beside cache-aware, Preble and VTC.
+
+    python scripts/eval_router_herding.py [--scenarios herd,tot-s1,judge-s1] [--dps 2,4]
+        [--qws 16384,262144] [--duration 60] [--warmup 15] [--cooldown 20] [--json PATH]
+
+Scenarios (4 clients, c0 misbehaving with 4x the others' programs, simulated A100 + Llama-3.1-8B):
+  herd       one-call programs whose prompt is a short template shared by every client (32 tokens),
+             then the client's own 1,500-token prefix, then a unique 64-token question; 128 output
+             tokens; --herd-rate programs/s per well-behaved client per worker (default 1.5)
+  tot-s1, judge-s1
+             the papers' workloads with the small KV pools of scripts/sweep_quantum.py (6,000 / 8,000
+             tokens: switching clients costs prefix recomputation), their arrival rate scaled with D
+Steady-state protocol: arrivals for --duration seconds, the run stops there, metrics over
+[--warmup, --duration], latency over the programs arriving up to --cooldown seconds before the end
+(unfinished ones count as waiting until the end). Per run: throughput (perceived service per
+second), Jain's index, well-behaved P99 program latency, hit rate, and the load imbalance: the
+busiest worker's actual service over the mean worker's (1 = balanced, D = all on one worker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sglang_fair.admission import AdmissionConfig
+from sglang_fair.metrics import summarize
+from sglang_fair.routing import RouterConfig
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.simulator import Simulator
+from sglang_fair.workloads import WorkloadConfig, make_workload
+from sglang_fair.workloads.program import Call, Program
+from sglang_fair.workloads.tokens import random_tokens, seeded_rng
+from sweep_quantum import PAPER
+
+BASELINES = ("cache_aware:lpm", "preble:preble", "client_rr:vtc")
+VARIANTS = ("d2lpm:dlpm", "d2lpm_guarded:dlpm")
+CLIENTS = ("c0", "c1", "c2", "c3")
+
+
+def herd_programs(duration: float, dp: int, rate: float, seed: int = 0) -> list[Program]:
+    """One-call programs: shared 32-token template + the client's 1,500-token prefix + 64 unique."""
+    rng = seeded_rng("herd", seed)
+    template = random_tokens(rng, 32)
+    prefixes = {c: random_tokens(rng, 1500) for c in CLIENTS}
+    arrivals = random.Random(seed)
+    raw: list[tuple[float, str]] = []
+    for c in CLIENTS:
+        per_s, t = rate * dp * (4 if c == "c0" else 1), 0.0
+        while (t := t + arrivals.expovariate(per_s)) < duration:
+            raw.append((t, c))
+    raw.sort()
+    return [Program(pid, c, t, (Call((template, prefixes[c], random_tokens(rng, 64)), 128),), seed,
+                    c == "c0", "e2e", "herd") for pid, (t, c) in enumerate(raw)]
+
+
+def scenario(name: str, args: argparse.Namespace, dp: int) -> tuple[list[Program], EngineConfig]:
+    if name == "herd":
+        return herd_programs(args.duration, dp, args.herd_rate), EngineConfig()
+    workload, kv = PAPER[name]
+    wl = WorkloadConfig(workload=workload, scenario="s1", clients=4, duration=args.duration)
+    return make_workload(wl, dp), EngineConfig(kv_tokens=kv, max_running=256)
+
+
+def run(name: str, dp: int, pair: str, qw: float, args: argparse.Namespace) -> dict[str, Any]:
+    programs, engine = scenario(name, args, dp)
+    router, policy = pair.split(":")
+    t0 = time.perf_counter()
+    cluster = ClusterSimConfig(dp=dp, router=router, policy=policy, max_time=args.duration)
+    res = Simulator(cluster, engine, programs, horizon=args.duration, admission=AdmissionConfig(quantum=0.0),
+                    routing=RouterConfig(quantum=qw or 16384.0)).run()
+    s = summarize(res, (args.warmup, args.duration), (args.warmup, args.duration - args.cooldown))
+    load = [w["actual_service"] for w in s["workers"]]
+    return {"scenario": name, "dp": dp, "pair": pair, "q_w": qw, "throughput": s["throughput"],
+            "jain_index": s["jain_index"], "well_behaved_p99_s": s["well_behaved_p99_s"],
+            "cache_hit_rate": s["cache_hit_rate"], "censored": s["latency_censored"],
+            "imbalance": round(max(load) * len(load) / max(sum(load), 1e-9), 3),
+            "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| scenario | D | pair | Q^w | throughput | Jain | well-behaved P99 s (censored) | hit rate | "
+             "imbalance |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        q = f"{r['q_w']:g}" if r["q_w"] else "-"
+        p99 = "-" if r["well_behaved_p99_s"] is None else f"{r['well_behaved_p99_s']:.1f}"
+        lines.append(f"| {r['scenario']} | {r['dp']} | {r['pair']} | {q} | {r['throughput']:,.0f} | "
+                     f"{r['jain_index']:.3f} | {p99} ({r['censored']}) | {r['cache_hit_rate']:.3f} | "
+                     f"{r['imbalance']:.2f} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenarios", default="herd,tot-s1,judge-s1")
+    parser.add_argument("--dps", default="2,4")
+    parser.add_argument("--qws", default="16384,262144")
+    parser.add_argument("--pairs", default=",".join(BASELINES + VARIANTS))
+    parser.add_argument("--duration", type=float, default=60.0)
+    parser.add_argument("--warmup", type=float, default=15.0)
+    parser.add_argument("--cooldown", type=float, default=20.0)
+    parser.add_argument("--herd-rate", type=float, default=1.5,
+                        help="herd: programs/s per well-behaved client per worker (c0: 4x)")
+    parser.add_argument("--json", default="")
+    args = parser.parse_args()
+    if not 0 <= args.warmup < args.duration - args.cooldown:
+        parser.error("need 0 <= --warmup < --duration - --cooldown")
+    qws = [float(q) for q in args.qws.split(",")]
+    pairs = [p.strip() for p in args.pairs.split(",") if p.strip()]
+    rows = []
+    for name in [n.strip() for n in args.scenarios.split(",") if n.strip()]:
+        if name != "herd" and name not in PAPER:
+            parser.error(f"unknown scenario {name!r}: herd, {', '.join(PAPER)}")
+        for dp in [int(d) for d in args.dps.split(",")]:
+            for pair in pairs:
+                for qw in (qws if pair in VARIANTS else [0.0]):
+                    rows.append(run(name, dp, pair, qw, args))
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
