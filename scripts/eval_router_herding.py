@@ -5,7 +5,7 @@
         [--qws 16384,262144] [--duration 60] [--warmup 15] [--cooldown 20] [--json PATH]
 
 Scenarios (4 clients, c0 misbehaving with 4x the others' programs, simulated A100 + Llama-3.1-8B):
-  herd       one-call programs whose prompt is a short template shared by every client (32 tokens),
+  herd       one-call programs whose prompt is a template shared by every client (--herd-template, 32),
              then the client's own 1,500-token prefix, then a unique 64-token question; 128 output
              tokens; --herd-rate programs/s per well-behaved client per worker (default 1.5)
   tot-s1, judge-s1
@@ -44,10 +44,10 @@ VARIANTS = ("d2lpm:dlpm", "d2lpm_guarded:dlpm")
 CLIENTS = ("c0", "c1", "c2", "c3")
 
 
-def herd_programs(duration: float, dp: int, rate: float, seed: int = 0) -> list[Program]:
-    """One-call programs: shared 32-token template + the client's 1,500-token prefix + 64 unique."""
+def herd_programs(duration: float, dp: int, rate: float, template_len: int, seed: int = 0) -> list[Program]:
+    """One-call programs: a template shared by all + the client's 1,500-token prefix + 64 unique."""
     rng = seeded_rng("herd", seed)
-    template = random_tokens(rng, 32)
+    template = random_tokens(rng, template_len)
     prefixes = {c: random_tokens(rng, 1500) for c in CLIENTS}
     arrivals = random.Random(seed)
     raw: list[tuple[float, str]] = []
@@ -62,7 +62,7 @@ def herd_programs(duration: float, dp: int, rate: float, seed: int = 0) -> list[
 
 def scenario(name: str, args: argparse.Namespace, dp: int) -> tuple[list[Program], EngineConfig]:
     if name == "herd":
-        return herd_programs(args.duration, dp, args.herd_rate), EngineConfig()
+        return herd_programs(args.duration, dp, args.herd_rate, args.herd_template), EngineConfig()
     workload, kv = PAPER[name]
     wl = WorkloadConfig(workload=workload, scenario="s1", clients=4, duration=args.duration)
     return make_workload(wl, dp), EngineConfig(kv_tokens=kv, max_running=256)
@@ -78,18 +78,20 @@ def run(name: str, dp: int, pair: str, qw: float, args: argparse.Namespace) -> d
     s = summarize(res, (args.warmup, args.duration), (args.warmup, args.duration - args.cooldown))
     load = [w["actual_service"] for w in s["workers"]]
     return {"scenario": name, "dp": dp, "pair": pair, "q_w": qw, "throughput": s["throughput"],
-            "jain_index": s["jain_index"], "well_behaved_p99_s": s["well_behaved_p99_s"],
+            "jain_index": s["jain_index"], "well_behaved_p50_s": s["well_behaved_p50_s"],
+            "well_behaved_p99_s": s["well_behaved_p99_s"],
             "cache_hit_rate": s["cache_hit_rate"], "censored": s["latency_censored"],
             "imbalance": round(max(load) * len(load) / max(sum(load), 1e-9), 3),
             "wall_s": round(time.perf_counter() - t0, 1)}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| scenario | D | pair | Q^w | throughput | Jain | well-behaved P99 s (censored) | hit rate | "
-             "imbalance |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| scenario | D | pair | Q^w | throughput | Jain | well-behaved P50 / P99 s (censored) | "
+             "hit rate | imbalance |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         q = f"{r['q_w']:g}" if r["q_w"] else "-"
-        p99 = "-" if r["well_behaved_p99_s"] is None else f"{r['well_behaved_p99_s']:.1f}"
+        p99 = " / ".join("-" if r[k] is None else f"{r[k]:.1f}"
+                         for k in ("well_behaved_p50_s", "well_behaved_p99_s"))
         lines.append(f"| {r['scenario']} | {r['dp']} | {r['pair']} | {q} | {r['throughput']:,.0f} | "
                      f"{r['jain_index']:.3f} | {p99} ({r['censored']}) | {r['cache_hit_rate']:.3f} | "
                      f"{r['imbalance']:.2f} |")
@@ -107,6 +109,8 @@ def main() -> None:
     parser.add_argument("--cooldown", type=float, default=20.0)
     parser.add_argument("--herd-rate", type=float, default=1.5,
                         help="herd: programs/s per well-behaved client per worker (c0: 4x)")
+    parser.add_argument("--herd-template", type=int, default=32,
+                        help="herd: tokens of the template every client's prompt starts with")
     parser.add_argument("--json", default="")
     args = parser.parse_args()
     if not 0 <= args.warmup < args.duration - args.cooldown:
