@@ -11,6 +11,7 @@ Scenarios (4 clients, c0 misbehaving with 4x the others' programs, simulated A10
   tot-s1, judge-s1
              the papers' workloads with the small KV pools of scripts/sweep_quantum.py (6,000 / 8,000
              tokens: switching clients costs prefix recomputation), their arrival rate scaled with D
+             (--rate: a fixed rate per client instead)
 Steady-state protocol: arrivals for --duration seconds, the run stops there, metrics over
 [--warmup, --duration], latency over the programs arriving up to --cooldown seconds before the end
 (unfinished ones count as waiting until the end). Per run: throughput (perceived service per
@@ -64,7 +65,7 @@ def scenario(name: str, args: argparse.Namespace, dp: int) -> tuple[list[Program
     if name == "herd":
         return herd_programs(args.duration, dp, args.herd_rate, args.herd_template), EngineConfig()
     workload, kv = PAPER[name]
-    wl = WorkloadConfig(workload=workload, scenario="s1", clients=4, duration=args.duration)
+    wl = WorkloadConfig(workload=workload, scenario="s1", clients=4, duration=args.duration, rate=args.rate)
     return make_workload(wl, dp), EngineConfig(kv_tokens=kv, max_running=256)
 
 
@@ -109,6 +110,8 @@ def main() -> None:
     parser.add_argument("--cooldown", type=float, default=20.0)
     parser.add_argument("--herd-rate", type=float, default=1.5,
                         help="herd: programs/s per well-behaved client per worker (c0: 4x)")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="tot-s1, judge-s1: programs/s per client; 0 = the workload's default x D")
     parser.add_argument("--herd-template", type=int, default=32,
                         help="herd: tokens of the template every client's prompt starts with")
     parser.add_argument("--json", default="")

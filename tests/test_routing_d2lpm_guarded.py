@@ -105,6 +105,13 @@ def test_guarded_with_every_branch_live_within_theorem_5_1(monkeypatch: pytest.M
     check_bound(d2lpm_theorem_5_1("d2lpm_guarded", "dlpm"), CLUSTER).require_mostly_exposed()
 
 
+def test_guard_does_not_replace_the_counters_theorem_a_5(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Q^w = infinity the counters never force a client off its prefix holder, and the
+    minimum match and guard do not either: "waiting anywhere", the bound breaks as for d2lpm."""
+    monkeypatch.setattr(support, "RouterConfig", functools.partial(RouterConfig, guard_min_match=4))
+    assert counterexample_found(d2lpm_theorem_5_1("d2lpm_guarded", "dlpm", 1e18, every_worker=False), CLUSTER)
+
+
 def test_theorem_5_1_check_catches_guarded_with_lpm_workers() -> None:
     assert counterexample_found(d2lpm_theorem_5_1("d2lpm_guarded", "lpm"), CLUSTER)
 
