@@ -63,9 +63,10 @@ def herd_programs(duration: float, dp: int, rate: float, template_len: int, seed
 
 def scenario(name: str, args: argparse.Namespace, dp: int) -> tuple[list[Program], EngineConfig]:
     if name == "herd":
-        return herd_programs(args.duration, dp, args.herd_rate, args.herd_template), EngineConfig()
+        return herd_programs(args.duration, dp, args.herd_rate, args.herd_template, args.seed), EngineConfig()
     workload, kv = PAPER[name]
-    wl = WorkloadConfig(workload=workload, scenario="s1", clients=4, duration=args.duration, rate=args.rate)
+    wl = WorkloadConfig(workload=workload, scenario="s1", clients=4, duration=args.duration,
+                        rate=args.rate, seed=args.seed)
     return make_workload(wl, dp), EngineConfig(kv_tokens=kv, max_running=256)
 
 
@@ -78,9 +79,9 @@ def run(name: str, dp: int, pair: str, qw: float, args: argparse.Namespace) -> d
                     routing=RouterConfig(quantum=qw or 16384.0)).run()
     s = summarize(res, (args.warmup, args.duration), (args.warmup, args.duration - args.cooldown))
     load = [w["actual_service"] for w in s["workers"]]
-    return {"scenario": name, "dp": dp, "pair": pair, "q_w": qw, "throughput": s["throughput"],
-            "jain_index": s["jain_index"], "well_behaved_p50_s": s["well_behaved_p50_s"],
-            "well_behaved_p99_s": s["well_behaved_p99_s"],
+    return {"scenario": name, "seed": args.seed, "dp": dp, "pair": pair, "q_w": qw,
+            "throughput": s["throughput"], "jain_index": s["jain_index"],
+            "well_behaved_p50_s": s["well_behaved_p50_s"], "well_behaved_p99_s": s["well_behaved_p99_s"],
             "cache_hit_rate": s["cache_hit_rate"], "censored": s["latency_censored"],
             "imbalance": round(max(load) * len(load) / max(sum(load), 1e-9), 3),
             "wall_s": round(time.perf_counter() - t0, 1)}
@@ -110,6 +111,7 @@ def main() -> None:
     parser.add_argument("--cooldown", type=float, default=20.0)
     parser.add_argument("--herd-rate", type=float, default=1.5,
                         help="herd: programs/s per well-behaved client per worker (c0: 4x)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the arrivals and prompts")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="tot-s1, judge-s1: programs/s per client; 0 = the workload's default x D")
     parser.add_argument("--herd-template", type=int, default=32,
