@@ -22,6 +22,7 @@ busiest worker's actual service over the mean worker's (1 = balanced, D = all on
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import sys
@@ -87,16 +88,27 @@ def run(name: str, dp: int, pair: str, qw: float, args: argparse.Namespace) -> d
             "wall_s": round(time.perf_counter() - t0, 1)}
 
 
+def cell(values: list[float], fmt: str) -> str:
+    """The mean, and [min-max] over seeds when there are several."""
+    mean = format(sum(values) / len(values), fmt)
+    return mean if len(values) == 1 else f"{mean} [{min(values):{fmt}}-{max(values):{fmt}}]"
+
+
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| scenario | D | pair | Q^w | throughput | Jain | well-behaved P50 / P99 s (censored) | "
+    """One line per (scenario, D, pair, Q^w): means over seeds with [min-max]."""
+    lines = ["| scenario | D | pair | Q^w | throughput | Jain | well-behaved P99 s (censored) | "
              "hit rate | imbalance |", "|---|---|---|---|---|---|---|---|---|"]
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
-        q = f"{r['q_w']:g}" if r["q_w"] else "-"
-        p99 = " / ".join("-" if r[k] is None else f"{r[k]:.1f}"
-                         for k in ("well_behaved_p50_s", "well_behaved_p99_s"))
-        lines.append(f"| {r['scenario']} | {r['dp']} | {r['pair']} | {q} | {r['throughput']:,.0f} | "
-                     f"{r['jain_index']:.3f} | {p99} ({r['censored']}) | {r['cache_hit_rate']:.3f} | "
-                     f"{r['imbalance']:.2f} |")
+        groups.setdefault((r["scenario"], r["dp"], r["pair"], r["q_w"]), []).append(r)
+    for (name, dp, pair, qw), rs in groups.items():
+        p99 = [r["well_behaved_p99_s"] for r in rs if r["well_behaved_p99_s"] is not None]
+        q = f"{qw:g}" if qw else "-"
+        lines.append(
+            f"| {name} | {dp} | {pair} | {q} | {cell([r['throughput'] for r in rs], ',.0f')} | "
+            f"{cell([r['jain_index'] for r in rs], '.3f')} | {cell(p99, '.1f') if p99 else '-'} "
+            f"({sum(r['censored'] for r in rs)}) | {cell([r['cache_hit_rate'] for r in rs], '.3f')} | "
+            f"{cell([r['imbalance'] for r in rs], '.2f')} |")
     return "\n".join(lines)
 
 
@@ -111,7 +123,8 @@ def main() -> None:
     parser.add_argument("--cooldown", type=float, default=20.0)
     parser.add_argument("--herd-rate", type=float, default=1.5,
                         help="herd: programs/s per well-behaved client per worker (c0: 4x)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the arrivals and prompts")
+    parser.add_argument("--seeds", default="0",
+                        help="seeds of the arrivals and prompts (the table: mean [min-max])")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="tot-s1, judge-s1: programs/s per client; 0 = the workload's default x D")
     parser.add_argument("--herd-template", type=int, default=32,
@@ -126,7 +139,8 @@ def main() -> None:
     for name in [n.strip() for n in args.scenarios.split(",") if n.strip()]:
         if name != "herd" and name not in PAPER:
             parser.error(f"unknown scenario {name!r}: herd, {', '.join(PAPER)}")
-        for dp in [int(d) for d in args.dps.split(",")]:
+        for dp, seed in itertools.product([int(d) for d in args.dps.split(",")], args.seeds.split(",")):
+            args.seed = int(seed)
             for pair in pairs:
                 for qw in (qws if pair in VARIANTS else [0.0]):
                     rows.append(run(name, dp, pair, qw, args))
