@@ -24,10 +24,11 @@ def policy(name: str, **kw: object) -> BatchingPolicy:
     return make_batching_policy(BatchingConfig(policy=name, **kw))  # type: ignore[arg-type]
 
 
-def dec(rid: str, *, tokens: int = 1, arrival: float = 0.0, last: float = 0.0, context: int = 100,
-        slo: SLO = AZURE) -> DecodeView:
-    return DecodeView(rid, arrival, first_token_at=last, tokens=tokens, last_token_at=last,
-                      context=context, slo=slo)
+def dec(rid: str, *, tokens: int = 1, arrival: float = 0.0, first: float | None = None, last: float = 0.0,
+        context: int = 100, slo: SLO = AZURE) -> DecodeView:
+    """A running request; its first token came at ``first`` (default: ``last``)."""
+    return DecodeView(rid, arrival, first_token_at=last if first is None else first, tokens=tokens,
+                      last_token_at=last, context=context, slo=slo)
 
 
 def pre(rid: str, left: int, *, arrival: float = 0.0, done: int = 0, started: bool = False,

@@ -45,7 +45,13 @@ class DecodeView:
 
     @property
     def deadline(self) -> float:
-        """When its next token is due (003's envelope)."""
+        """When its next token is due for its TPOT as measured (from the first token) to hold:
+        ``first_token_at + tokens * TPOT``."""
+        return self.first_token_at + self.tokens * self.slo.tpot
+
+    @property
+    def envelope_deadline(self) -> float:
+        """003's literal envelope, anchored at arrival: ``arrival + TTFT + tokens * TPOT``."""
         return self.slo.deadline(self.arrival, self.tokens)
 
 
@@ -149,6 +155,10 @@ class BatchingConfig:
         "help": "SLO classes, name=TTFT/TPOT seconds: paying=0.5/0.1,free=2/0.5"})
     client_classes: str = field(default="", metadata={
         "help": "class per client: alice=paying,bob=free (others: the default targets)"})
+    envelope: str = field(default="first_token", metadata={
+        "help": "fairbatching: anchor of the per-token deadlines: first_token (t0 + k*TPOT, what the "
+                "TPOT target as measured needs) or arrival (003's arrival + TTFT + k*TPOT)",
+        "choices": ["first_token", "arrival"]})
     step_fixed: float = field(default=0.0, metadata={
         "help": "fairbatching's step-time prior, seconds per step (all three 0: the host's model)"})
     step_per_token: float = field(default=0.0, metadata={"help": "prior, seconds per new token"})
@@ -176,6 +186,8 @@ class BatchingConfig:
         require(self.max_active >= 1, "--batch-max-active must be >= 1")
         require(self.decode_limit >= 1, "--batch-decode-limit must be >= 1")
         require(self.prefill_order in ("spf", "fcfs"), "--batch-prefill-order must be spf or fcfs")
+        require(self.envelope in ("first_token", "arrival"),
+                "--batch-envelope must be first_token or arrival")
 
     def slo_table(self) -> SLOTable:
         return SLOTable.parse(SLO(self.ttft, self.tpot), self.slo_classes, self.client_classes)

@@ -1,7 +1,10 @@
 """FairBatching (003 §3): slack-driven batch formation under a time budget.
 
-- Slack: each request's next token is due at ``arrival + TTFT + k * TPOT`` (k: tokens so far); its
-  slack is that deadline minus now (for a prefill, the first token's deadline).
+- Slack: each request's next token is due at ``t0 + k * TPOT`` (k: tokens so far, t0: its first
+  token), so its TPOT as measured holds; ``envelope=arrival`` uses 003's literal
+  ``arrival + TTFT + k * TPOT``, which lets a request whose first token came early spend the TTFT
+  it did not use on slower decoding. Slack is the deadline minus now (for a prefill, its first
+  token's deadline, ``arrival + TTFT``).
 - Time budget T (§3.2): the smallest slack of the running decodes, but at least their smallest TPOT
   target (no decodes: no time limit); the token budget stays as a hard cap (CUDA graph sizes).
 - Step time: ``fixed + per_context * context + per_token * new_tokens``
@@ -78,19 +81,24 @@ class FairBatching(BatchingPolicy):
         super().__init__(config)
         prior = (config.step_fixed, config.step_per_context, config.step_per_token)
         self.model = OnlineStepModel(prior if any(prior) else DEFAULT_PRIOR, config.calibration_window)
+        self.arrival_envelope = config.envelope == "arrival"
+
+    def due(self, d: DecodeView) -> float:
+        """When ``d``'s next token is due (``config.envelope``)."""
+        return d.envelope_deadline if self.arrival_envelope else d.deadline
 
     def time_budget(self, view: StepView) -> float:
         """T: the smallest decode slack, at least the smallest TPOT target; inf without decodes."""
         if not view.decodes:
             return math.inf
-        slack = min(d.deadline for d in view.decodes) - view.now
+        slack = min(self.due(d) for d in view.decodes) - view.now
         return max(slack, min(d.slo.tpot for d in view.decodes))
 
     def plan(self, view: StepView) -> BatchPlan:
         now, limit = view.now, self.time_budget(view)
         urgent_below = limit + min((d.slo.tpot for d in view.decodes), default=0.0)
-        by_slack = sorted(view.decodes, key=lambda d: d.deadline)
-        urgent = [d for d in by_slack if d.deadline - now < urgent_below]
+        by_slack = sorted(view.decodes, key=self.due)
+        urgent = [d for d in by_slack if self.due(d) - now < urgent_below]
         rest = by_slack[len(urgent):]
         batch = _Batch(self.model, self.token_budget)
         for d in urgent:

@@ -1,8 +1,12 @@
 """Per-request latency targets: TTFT and TPOT (TBT), from the request or from its client's class.
 
 A token's deadline follows FairBatching's envelope (003 §3.1): output token ``k`` (0 = the first) of
-a request that arrived at ``a`` is due at ``a + TTFT + k * TPOT``; meeting every deadline is meeting
-both targets. Classes (``paying=0.5/0.1,free=2/0.5``: name=TTFT/TPOT in seconds) and the client ->
+a request that arrived at ``a`` is due at ``a + TTFT + k * TPOT``. Once the first token is out (at
+``t0``), the TPOT target as 003 measures it (the worst running average from the first token) holds
+exactly when token ``k`` comes by ``t0 + k * TPOT``, an earlier deadline when the first token was
+early: :class:`~sglang_fair.batching.base.DecodeView` offers both.
+
+Classes (``paying=0.5/0.1,free=2/0.5``: name=TTFT/TPOT in seconds) and the client ->
 class map (``alice=paying,bob=free``) come from :class:`~sglang_fair.batching.base.BatchingConfig`;
 a client without a class gets the default targets.
 """

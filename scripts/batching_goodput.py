@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Goodput against load for the batch-formation policies, on the Azure LLM inference trace.
+
+    python scripts/batching_goodput.py [--duration 300] [--scales 0.5,1,1.5,2,2.5,3]
+        [--policies sglang,sarathi,fairbatching,slai] [--dp 1]
+        [--json docs/batching_goodput.json] [--plot docs/img/batching_goodput.png]
+
+Each run replays the first ``--duration`` seconds of arrivals of the Azure 2023 code trace
+(``--trace``) sped up by a scale factor, on ``--dp`` simulated A100 + Llama-3.1-8B workers (public-
+figure roofline preset), FCFS admission, with FairBatching's Azure SLOs (003 Table 2: TTFT 2 s, TPOT
+50 ms; ``--ttft``, ``--tpot``). Goodput is the number of requests meeting both targets per second of
+arrivals (003's effective RPS); TPOT is the worst running average per request, as 003 measures it.
+Sarathi's and SLAI's token budget is ``--token-budget`` (003 tunes Sarathi's per test case: pass
+several, e.g. ``--sarathi-budgets 256,512``, to report each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+from sglang_fair.batching import BATCHING_POLICIES, BatchingConfig  # noqa: E402
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
+from sglang_fair.sim.simulator import Simulator  # noqa: E402
+from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
+
+TRACE = ROOT.parent / "shared" / "data" / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv"
+
+
+def variants(policies: list[str], sarathi_budgets: list[int],
+             token_budget: int) -> list[tuple[str, str, int]]:
+    """(label, policy, token budget) of every run per load."""
+    out: list[tuple[str, str, int]] = []
+    for name in policies:
+        if name == "sarathi":
+            out += [(f"sarathi-{b}", name, b) for b in sarathi_budgets]
+        else:
+            out.append((name, name, token_budget if name == "slai" else 0))
+    return out
+
+
+def run_one(args: argparse.Namespace, scale: float, policy: str, budget: int) -> dict[str, Any]:
+    wl = WorkloadConfig(workload="trace", trace_file=str(args.trace), duration=args.duration,
+                        time_scale=scale, clients=args.clients)
+    programs = make_workload(wl, args.dp)
+    router = "round_robin" if args.dp == 1 else args.router
+    batching = BatchingConfig(policy=policy, token_budget=budget, ttft=args.ttft, tpot=args.tpot)
+    sim = Simulator(ClusterSimConfig(dp=args.dp, router=router, policy="fcfs"), EngineConfig(), programs,
+                    horizon=args.duration, batching=batching, slo=True)
+    t0 = time.perf_counter()
+    res = sim.run()
+    assert sim.slo is not None
+    out = sim.slo.summary(args.duration)
+    out.update(scale=scale, offered_rps=len(programs) / args.duration, wall_s=time.perf_counter() - t0,
+               steps=res.steps, finished=sum(r.finished >= 0 for r in res.requests))
+    return out
+
+
+def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+    for label, runs in results.items():
+        x = [r["offered_rps"] for r in runs]
+        axes[0].plot(x, [r["goodput"] for r in runs], marker="o", label=label)
+        axes[1].plot(x, [r["ttft_p99"] for r in runs], marker="o", label=label)
+        axes[2].plot(x, [r["tpot_p99"] * 1000 for r in runs], marker="o", label=label)
+    axes[0].set_ylabel("goodput (requests/s meeting TTFT and TPOT)")
+    axes[1].set_ylabel("P99 TTFT (s)")
+    axes[1].set_yscale("log")
+    axes[2].set_ylabel("P99 TPOT (ms)")
+    axes[2].set_yscale("log")
+    for ax in axes:
+        ax.set_xlabel("offered load (requests/s)")
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--trace", type=Path, default=TRACE)
+    p.add_argument("--duration", type=float, default=300.0, help="seconds of (scaled) arrivals")
+    p.add_argument("--scales", default="0.5,1,1.5,2,2.5,3", help="load factors (time_scale)")
+    p.add_argument("--policies", default=",".join(["sglang", "sarathi", "fairbatching", "slai"]))
+    p.add_argument("--sarathi-budgets", default="256,512")
+    p.add_argument("--token-budget", type=int, default=512, help="SLAI's token budget (004: 512)")
+    p.add_argument("--ttft", type=float, default=2.0)
+    p.add_argument("--tpot", type=float, default=0.05)
+    p.add_argument("--dp", type=int, default=1)
+    p.add_argument("--router", default="round_robin")
+    p.add_argument("--clients", type=int, default=4)
+    p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--plot", type=Path, default=None)
+    args = p.parse_args()
+    if not args.trace.exists():
+        print(f"error: trace {args.trace} not found (--trace)", file=sys.stderr)
+        return 2
+    policies = [s.strip() for s in args.policies.split(",") if s.strip()]
+    for name in policies:
+        if name not in BATCHING_POLICIES:
+            print(f"error: unknown batching policy {name!r}; known: {', '.join(BATCHING_POLICIES)}",
+                  file=sys.stderr)
+            return 2
+    scales = [float(s) for s in args.scales.split(",")]
+    runs = variants(policies, [int(b) for b in args.sarathi_budgets.split(",")], args.token_budget)
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in runs}
+    print(f"{'policy':<16} {'load':>6} {'rps':>6} {'goodput':>8} {'met':>6} {'TTFT p50/p99 s':>15} "
+          f"{'TPOT p50/p99 ms':>16} {'wall s':>7}")
+    for scale in scales:
+        for label, policy, budget in runs:
+            r = run_one(args, scale, policy, budget)
+            results[label].append(r)
+            print(f"{label:<16} {scale:>6.2f} {r['offered_rps']:>6.2f} {r['goodput']:>8.2f} "
+                  f"{r['slo_attainment']:>6.1%} {r['ttft_p50']:>7.2f}/{r['ttft_p99']:<7.2f} "
+                  f"{r['tpot_p50'] * 1000:>7.0f}/{r['tpot_p99'] * 1000:<8.0f} {r['wall_s']:>7.1f}",
+                  flush=True)
+    print("\npeak goodput (requests/s):")
+    for label, rs in results.items():
+        best = max(rs, key=lambda r: r["goodput"])
+        print(f"  {label:<16} {best['goodput']:.2f} at {best['offered_rps']:.2f} rps offered")
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"config": config, "runs": results}, indent=1, default=str))
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot(results, args.plot, f"Azure code trace, {args.dp} x A100 + Llama-3.1-8B (simulated), "
+                                 f"SLO TTFT {args.ttft:g} s / TPOT {args.tpot * 1000:g} ms")
+        print(f"wrote {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
