@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Goodput against load for the batch-formation policies, on the Azure LLM inference trace.
 
-    python scripts/batching_goodput.py [--duration 300] [--scales 0.5,1,1.5,2,2.5,3]
-        [--policies sglang,sarathi,fairbatching,slai] [--dp 1]
+    python scripts/batching_goodput.py [--trace-start 180] [--trace-window 300]
+        [--scales 0.25,0.5,0.75,1] [--policies sglang,sarathi,fairbatching,slai] [--dp 1]
         [--json docs/batching_goodput.json] [--plot docs/img/batching_goodput.png]
 
-Each run replays the first ``--duration`` seconds of arrivals of the Azure 2023 code trace
-(``--trace``) sped up by a scale factor, on ``--dp`` simulated A100 + Llama-3.1-8B workers (public-
-figure roofline preset), FCFS admission, with FairBatching's Azure SLOs (003 Table 2: TTFT 2 s, TPOT
-50 ms; ``--ttft``, ``--tpot``). Goodput is the number of requests meeting both targets per second of
+Each run replays ``--trace-window`` seconds of the Azure 2023 code trace (``--trace``) from
+``--trace-start`` seconds in (its first three minutes hold only 63 requests), its arrival times
+divided by a scale factor (0.5: half the load), on ``--dp`` simulated A100 + Llama-3.1-8B workers
+(public-figure roofline preset), FCFS admission, with FairBatching's Azure SLOs (003 Table 2: TTFT
+2 s, TPOT 50 ms; ``--ttft``, ``--tpot``). Goodput is the number of requests meeting both targets per second of
 arrivals (003's effective RPS); TPOT is the worst running average per request, as 003 measures it.
 Sarathi's and SLAI's token budget is ``--token-budget`` (003 tunes Sarathi's per test case: pass
 several, e.g. ``--sarathi-budgets 256,512``, to report each).
@@ -17,9 +18,12 @@ several, e.g. ``--sarathi-budgets 256,512``, to report each).
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import sys
+import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -46,19 +50,31 @@ def variants(policies: list[str], sarathi_budgets: list[int],
     return out
 
 
+def cut_trace(src: Path, dst: Path, start: float, window: float) -> int:
+    """Copy the rows of ``src`` (Azure CSV) arriving in [first + start, first + start + window)."""
+    with src.open() as f:
+        rows = list(csv.reader(f))
+    times = [datetime.fromisoformat(r[0][:26]).timestamp() for r in rows[1:]]
+    keep = [r for r, t in zip(rows[1:], times, strict=True) if start <= t - times[0] < start + window]
+    with dst.open("w", newline="") as f:
+        csv.writer(f).writerows([rows[0], *keep])
+    return len(keep)
+
+
 def run_one(args: argparse.Namespace, scale: float, policy: str, budget: int) -> dict[str, Any]:
-    wl = WorkloadConfig(workload="trace", trace_file=str(args.trace), duration=args.duration,
+    duration = args.trace_window / scale
+    wl = WorkloadConfig(workload="trace", trace_file=str(args.cut), duration=duration,
                         time_scale=scale, clients=args.clients)
     programs = make_workload(wl, args.dp)
     router = "round_robin" if args.dp == 1 else args.router
     batching = BatchingConfig(policy=policy, token_budget=budget, ttft=args.ttft, tpot=args.tpot)
     sim = Simulator(ClusterSimConfig(dp=args.dp, router=router, policy="fcfs"), EngineConfig(), programs,
-                    horizon=args.duration, batching=batching, slo=True)
+                    horizon=duration, batching=batching, slo=True)
     t0 = time.perf_counter()
     res = sim.run()
     assert sim.slo is not None
-    out = sim.slo.summary(args.duration)
-    out.update(scale=scale, offered_rps=len(programs) / args.duration, wall_s=time.perf_counter() - t0,
+    out = sim.slo.summary(duration)
+    out.update(scale=scale, offered_rps=len(programs) / duration, wall_s=time.perf_counter() - t0,
                steps=res.steps, finished=sum(r.finished >= 0 for r in res.requests))
     return out
 
@@ -94,8 +110,9 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> No
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trace", type=Path, default=TRACE)
-    p.add_argument("--duration", type=float, default=300.0, help="seconds of (scaled) arrivals")
-    p.add_argument("--scales", default="0.5,1,1.5,2,2.5,3", help="load factors (time_scale)")
+    p.add_argument("--trace-start", type=float, default=180.0, help="seconds into the trace")
+    p.add_argument("--trace-window", type=float, default=300.0, help="seconds of the trace replayed")
+    p.add_argument("--scales", default="0.25,0.5,0.75,1", help="load factors (time_scale)")
     p.add_argument("--policies", default=",".join(["sglang", "sarathi", "fairbatching", "slai"]))
     p.add_argument("--sarathi-budgets", default="256,512")
     p.add_argument("--token-budget", type=int, default=512, help="SLAI's token budget (004: 512)")
@@ -117,6 +134,11 @@ def main() -> int:
                   file=sys.stderr)
             return 2
     scales = [float(s) for s in args.scales.split(",")]
+    tmp = tempfile.TemporaryDirectory()
+    args.cut = Path(tmp.name) / "trace.csv"
+    n = cut_trace(args.trace, args.cut, args.trace_start, args.trace_window)
+    print(f"{n} requests from {args.trace_start:g} s to {args.trace_start + args.trace_window:g} s of "
+          f"{args.trace.name}")
     runs = variants(policies, [int(b) for b in args.sarathi_budgets.split(",")], args.token_budget)
     results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in runs}
     print(f"{'policy':<16} {'load':>6} {'rps':>6} {'goodput':>8} {'met':>6} {'TTFT p50/p99 s':>15} "
@@ -133,7 +155,7 @@ def main() -> int:
     for label, rs in results.items():
         best = max(rs, key=lambda r: r["goodput"])
         print(f"  {label:<16} {best['goodput']:.2f} at {best['offered_rps']:.2f} rps offered")
-    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()}
+    config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "cut"}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"config": config, "runs": results}, indent=1, default=str))

@@ -34,18 +34,19 @@ def test_sarathi_runs_every_decode_then_fills_the_budget() -> None:
 
 
 def test_fairbatching_time_budget_is_min_slack_but_at_least_min_tpot() -> None:
-    fb = policy("fairbatching")
+    fb = policy("fairbatching", time_safety=1.0)
     a = dec("a", tokens=5, arrival=0.0, first=0.5)  # next token due 0.5 + 5 * 0.05 = 0.75
     b = dec("b", tokens=1, arrival=0.5, first=1.0)  # due 1.05
     assert fb.time_budget(StepView(0.2, [a, b])) == pytest.approx(0.55)
     assert fb.time_budget(StepView(0.74, [a, b])) == pytest.approx(0.05)  # at least the min TPOT
     assert fb.time_budget(StepView(0.0, [], [pre("p", 10)])) == math.inf
-    literal = policy("fairbatching", envelope="arrival")  # 003's arrival + TTFT + k * TPOT
+    literal = policy("fairbatching", envelope="arrival", time_safety=1.0)  # arrival + TTFT + k * TPOT
+    assert policy("fairbatching").time_budget(StepView(0.74, [a, b])) == pytest.approx(0.95 * 0.05)
     assert literal.time_budget(StepView(1.0, [a, b])) == pytest.approx(1.25)  # a: due 2.25
 
 
 def test_fairbatching_puts_an_urgent_decode_before_a_prefill_and_defers_one_with_slack() -> None:
-    fb = policy("fairbatching", step_fixed=0.01, step_per_token=1e-4, step_per_context=0.0)
+    fb = policy("fairbatching", step_fixed=0.01, step_per_token=1e-4, step_per_context=0.0, time_safety=1.0)
     now = 3.0
     urgent = dec("urgent", tokens=21, first=2.0, context=500)  # due 2 + 21 * 0.05 = 3.05: slack 0.05
     relaxed = dec("relaxed", tokens=40, first=2.0, context=500)  # due 4.0: slack 1.0

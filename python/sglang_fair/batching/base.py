@@ -159,6 +159,8 @@ class BatchingConfig:
         "help": "fairbatching: anchor of the per-token deadlines: first_token (t0 + k*TPOT, what the "
                 "TPOT target as measured needs) or arrival (003's arrival + TTFT + k*TPOT)",
         "choices": ["first_token", "arrival"]})
+    time_safety: float = field(default=0.95, metadata={
+        "help": "fairbatching: share of the time budget planned, a margin for step-time model error"})
     step_fixed: float = field(default=0.0, metadata={
         "help": "fairbatching's step-time prior, seconds per step (all three 0: the host's model)"})
     step_per_token: float = field(default=0.0, metadata={"help": "prior, seconds per new token"})
@@ -182,6 +184,7 @@ class BatchingConfig:
             value = getattr(self, name)
             require(value >= 0 and math.isfinite(value), f"--batch-{name.replace('_', '-')} must be >= 0")
         require(self.calibration_window >= 1, "--batch-calibration-window must be >= 1")
+        require(0 < self.time_safety <= 1, "--batch-time-safety must be in (0, 1]")
         require(0 <= self.memory_threshold <= 1, "--batch-memory-threshold must be in [0, 1]")
         require(self.max_active >= 1, "--batch-max-active must be >= 1")
         require(self.decode_limit >= 1, "--batch-decode-limit must be >= 1")

@@ -6,7 +6,8 @@
   it did not use on slower decoding. Slack is the deadline minus now (for a prefill, its first
   token's deadline, ``arrival + TTFT``).
 - Time budget T (§3.2): the smallest slack of the running decodes, but at least their smallest TPOT
-  target (no decodes: no time limit); the token budget stays as a hard cap (CUDA graph sizes).
+  target (no decodes: no time limit), times ``time_safety`` (a margin for the step-time model's
+  error; 1 = 003's budget); the token budget stays as a hard cap (CUDA graph sizes).
 - Step time: ``fixed + per_context * context + per_token * new_tokens``
   (:class:`~sglang_fair.batching.stepmodel.OnlineStepModel`), refitted from observed steps.
 - Formation (§3.3, Alg. 1): (1) urgent decodes, slack < T + min TPOT, always (token cap only);
@@ -92,7 +93,7 @@ class FairBatching(BatchingPolicy):
         if not view.decodes:
             return math.inf
         slack = min(self.due(d) for d in view.decodes) - view.now
-        return max(slack, min(d.slo.tpot for d in view.decodes))
+        return max(slack, min(d.slo.tpot for d in view.decodes)) * self.config.time_safety
 
     def plan(self, view: StepView) -> BatchPlan:
         now, limit = view.now, self.time_budget(view)
