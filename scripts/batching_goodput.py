@@ -2,7 +2,7 @@
 """Goodput against load for the batch-formation policies, on the Azure LLM inference trace.
 
     python scripts/batching_goodput.py [--trace-start 180] [--trace-window 300]
-        [--scales 0.25,0.5,0.75,1] [--policies sglang,sarathi,fairbatching,slai] [--dp 1]
+        [--scales 0.05,0.1,...] [--policies sglang,sarathi,fairbatching,slai] [--dp 1]
         [--json docs/batching_goodput.json] [--plot docs/img/batching_goodput.png]
 
 Each run replays ``--trace-window`` seconds of the Azure 2023 code trace (``--trace``) from
@@ -11,8 +11,9 @@ divided by a scale factor (0.5: half the load), on ``--dp`` simulated A100 + Lla
 (public-figure roofline preset), FCFS admission, with FairBatching's Azure SLOs (003 Table 2: TTFT
 2 s, TPOT 50 ms; ``--ttft``, ``--tpot``). Goodput is the number of requests meeting both targets per second of
 arrivals (003's effective RPS); TPOT is the worst running average per request, as 003 measures it.
-Sarathi's and SLAI's token budget is ``--token-budget`` (003 tunes Sarathi's per test case: pass
-several, e.g. ``--sarathi-budgets 256,512``, to report each).
+Sarathi and SLAI run once per token budget of ``--budgets`` (003 tunes Sarathi's per test case;
+004 uses 512 for a 0.1 s TBT target); FairBatching and SGLang use their defaults (a time budget
+under an 8192-token cap; SGLang's chunk size for the preset).
 """
 
 from __future__ import annotations
@@ -38,15 +39,17 @@ from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
 TRACE = ROOT.parent / "shared" / "data" / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv"
 
 
-def variants(policies: list[str], sarathi_budgets: list[int],
-             token_budget: int) -> list[tuple[str, str, int]]:
-    """(label, policy, token budget) of every run per load."""
-    out: list[tuple[str, str, int]] = []
+def variants(policies: list[str], budgets: list[int], orders: list[str]) -> list[tuple[str, str, int, str]]:
+    """(label, policy, token budget, slai's prefill order) of every run per load: sarathi and slai
+    once per budget, slai once per order."""
+    out: list[tuple[str, str, int, str]] = []
     for name in policies:
         if name == "sarathi":
-            out += [(f"sarathi-{b}", name, b) for b in sarathi_budgets]
+            out += [(f"{name}-{b}", name, b, "spf") for b in budgets]
+        elif name == "slai":
+            out += [(f"{name}-{b}-{o}", name, b, o) for b in budgets for o in orders]
         else:
-            out.append((name, name, token_budget if name == "slai" else 0))
+            out.append((name, name, 0, "spf"))
     return out
 
 
@@ -61,13 +64,15 @@ def cut_trace(src: Path, dst: Path, start: float, window: float) -> int:
     return len(keep)
 
 
-def run_one(args: argparse.Namespace, scale: float, policy: str, budget: int) -> dict[str, Any]:
+def run_one(args: argparse.Namespace, scale: float, policy: str, budget: int, order: str) -> dict[str, Any]:
     duration = args.trace_window / scale
     wl = WorkloadConfig(workload="trace", trace_file=str(args.cut), duration=duration,
                         time_scale=scale, clients=args.clients)
     programs = make_workload(wl, args.dp)
     router = "round_robin" if args.dp == 1 else args.router
-    batching = BatchingConfig(policy=policy, token_budget=budget, ttft=args.ttft, tpot=args.tpot)
+    batching = BatchingConfig(policy=policy, token_budget=budget, ttft=args.ttft, tpot=args.tpot,
+                              prefill_order=order, slo_classes=args.slo_classes,
+                              client_classes=args.client_classes)
     sim = Simulator(ClusterSimConfig(dp=args.dp, router=router, policy="fcfs"), EngineConfig(), programs,
                     horizon=duration, batching=batching, slo=True)
     t0 = time.perf_counter()
@@ -79,7 +84,7 @@ def run_one(args: argparse.Namespace, scale: float, policy: str, budget: int) ->
     return out
 
 
-def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> None:
+def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str, ttft: float, tpot: float) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -91,6 +96,8 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str) -> No
         axes[0].plot(x, [r["goodput"] for r in runs], marker="o", label=label)
         axes[1].plot(x, [r["ttft_p99"] for r in runs], marker="o", label=label)
         axes[2].plot(x, [r["tpot_p99"] * 1000 for r in runs], marker="o", label=label)
+    axes[1].axhline(ttft, color="grey", linestyle="--", linewidth=1)
+    axes[2].axhline(tpot * 1000, color="grey", linestyle="--", linewidth=1)
     axes[0].set_ylabel("goodput (requests/s meeting TTFT and TPOT)")
     axes[1].set_ylabel("P99 TTFT (s)")
     axes[1].set_yscale("log")
@@ -112,10 +119,13 @@ def main() -> int:
     p.add_argument("--trace", type=Path, default=TRACE)
     p.add_argument("--trace-start", type=float, default=180.0, help="seconds into the trace")
     p.add_argument("--trace-window", type=float, default=300.0, help="seconds of the trace replayed")
-    p.add_argument("--scales", default="0.25,0.5,0.75,1", help="load factors (time_scale)")
+    p.add_argument("--scales", default="0.05,0.1,0.15,0.2,0.3,0.4,0.5,0.75",
+                   help="load factors (time_scale)")
     p.add_argument("--policies", default=",".join(["sglang", "sarathi", "fairbatching", "slai"]))
-    p.add_argument("--sarathi-budgets", default="256,512")
-    p.add_argument("--token-budget", type=int, default=512, help="SLAI's token budget (004: 512)")
+    p.add_argument("--budgets", default="256,512", help="token budgets of sarathi and slai")
+    p.add_argument("--slai-orders", default="spf,fcfs", help="slai's prefill orders")
+    p.add_argument("--slo-classes", default="", help="e.g. paying=2/0.1,free=2/0.5 (004's classes)")
+    p.add_argument("--client-classes", default="", help="e.g. c0=paying (with --clients 20: 5%% paying)")
     p.add_argument("--ttft", type=float, default=2.0)
     p.add_argument("--tpot", type=float, default=0.05)
     p.add_argument("--dp", type=int, default=1)
@@ -139,22 +149,22 @@ def main() -> int:
     n = cut_trace(args.trace, args.cut, args.trace_start, args.trace_window)
     print(f"{n} requests from {args.trace_start:g} s to {args.trace_start + args.trace_window:g} s of "
           f"{args.trace.name}")
-    runs = variants(policies, [int(b) for b in args.sarathi_budgets.split(",")], args.token_budget)
-    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in runs}
-    print(f"{'policy':<16} {'load':>6} {'rps':>6} {'goodput':>8} {'met':>6} {'TTFT p50/p99 s':>15} "
+    runs = variants(policies, [int(b) for b in args.budgets.split(",")], args.slai_orders.split(","))
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _, _ in runs}
+    print(f"{'policy':<18} {'load':>6} {'rps':>6} {'goodput':>8} {'met':>6} {'TTFT p50/p99 s':>15} "
           f"{'TPOT p50/p99 ms':>16} {'wall s':>7}")
     for scale in scales:
-        for label, policy, budget in runs:
-            r = run_one(args, scale, policy, budget)
+        for label, policy, budget, order in runs:
+            r = run_one(args, scale, policy, budget, order)
             results[label].append(r)
-            print(f"{label:<16} {scale:>6.2f} {r['offered_rps']:>6.2f} {r['goodput']:>8.2f} "
+            print(f"{label:<18} {scale:>6.2f} {r['offered_rps']:>6.2f} {r['goodput']:>8.2f} "
                   f"{r['slo_attainment']:>6.1%} {r['ttft_p50']:>7.2f}/{r['ttft_p99']:<7.2f} "
                   f"{r['tpot_p50'] * 1000:>7.0f}/{r['tpot_p99'] * 1000:<8.0f} {r['wall_s']:>7.1f}",
                   flush=True)
     print("\npeak goodput (requests/s):")
     for label, rs in results.items():
         best = max(rs, key=lambda r: r["goodput"])
-        print(f"  {label:<16} {best['goodput']:.2f} at {best['offered_rps']:.2f} rps offered")
+        print(f"  {label:<18} {best['goodput']:.2f} at {best['offered_rps']:.2f} rps offered")
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "cut"}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
@@ -162,7 +172,8 @@ def main() -> int:
         print(f"wrote {args.json}")
     if args.plot:
         plot(results, args.plot, f"Azure code trace, {args.dp} x A100 + Llama-3.1-8B (simulated), "
-                                 f"SLO TTFT {args.ttft:g} s / TPOT {args.tpot * 1000:g} ms")
+                                 f"SLO TTFT {args.ttft:g} s / TPOT {args.tpot * 1000:g} ms (dashed)",
+             args.ttft, args.tpot)
         print(f"wrote {args.plot}")
     return 0
 
