@@ -16,6 +16,7 @@ from sglang_fair.batching import (
     check_plan,
     make_batching_policy,
 )
+from sglang_fair.workloads.program import Call, Program
 
 AZURE = SLO(ttft=2.0, tpot=0.05)  # 003 Table 2
 
@@ -126,3 +127,10 @@ class Stepper:
                     r.tokens, r.first, r.last = 1, self.now, self.now
                     if r.output_len > 1:
                         decodes.append(r)
+
+
+def long_prompts(n: int = 40, gap: float = 0.25) -> list[Program]:
+    """Single calls with long unique prompts (2-6k tokens) and 20-200 output tokens."""
+    rng = random.Random(7)
+    return [Program(i, f"c{i % 2}", i * gap, (Call((tuple(rng.randrange(1, 30000) for _ in range(
+        rng.randint(2000, 6000))),), rng.randint(20, 200)),)) for i in range(n)]

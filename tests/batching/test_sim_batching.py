@@ -3,10 +3,10 @@ conserve tokens and memory (retraction included), and each keeps its defining be
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import pytest
+from batching_support import long_prompts
 
 from sglang_fair.batching import SLO, BatchingConfig, BatchPlan, DecodeView, PrefillView, StepView
 from sglang_fair.batching.simple import SGLangDefault
@@ -14,7 +14,7 @@ from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.formation import FormedPlan
 from sglang_fair.sim.simulator import Simulator
 from sglang_fair.workloads import WorkloadConfig, make_workload
-from sglang_fair.workloads.program import Call, Program
+from sglang_fair.workloads.program import Program
 
 MIXING = ["sarathi", "fairbatching", "slai"]
 ANY = SLO(1.0, 1.0)
@@ -24,13 +24,6 @@ def _programs(**kw: object) -> list[Program]:
     cfg = WorkloadConfig(**{"workload": "tot", "scenario": "s2", "clients": 3, "rate": 0.6, "duration": 5,
                             "depth": 2, "data_dir": "/nonexistent-data-dir", **kw})  # type: ignore[arg-type]
     return make_workload(cfg, 1)
-
-
-def _long_prompts(n: int = 40, gap: float = 0.25) -> list[Program]:
-    """Single calls with long unique prompts (2-6k tokens) and 20-200 output tokens."""
-    rng = random.Random(7)
-    return [Program(i, f"c{i % 2}", i * gap, (Call((tuple(rng.randrange(1, 30000) for _ in range(
-        rng.randint(2000, 6000))),), rng.randint(20, 200)),)) for i in range(n)]
 
 
 def _sim(programs: list[Program], batching: str, slo: bool = False, tpot: float = 0.05,
@@ -110,7 +103,7 @@ def test_sarathi_runs_every_decode_in_every_step_of_a_run() -> None:
 
 @pytest.mark.parametrize("name", ["fairbatching", "slai"])
 def test_slo_aware_policies_defer_decodes_with_slack_while_prefills_wait(name: str) -> None:
-    sim = _sim(_long_prompts(gap=0.5), name, tpot=0.5 if name == "slai" else 0.05)  # SLAI free tier: 0.5 s
+    sim = _sim(long_prompts(gap=0.5), name, tpot=0.5 if name == "slai" else 0.05)  # SLAI free tier: 0.5 s
     seen = _spy(sim)
     sim.run()
     assert any(len(p.decodes) < running and cands for p, running, cands in seen)

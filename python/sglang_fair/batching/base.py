@@ -215,6 +215,11 @@ class BatchingPolicy(ABC):
     def on_step(self, new_tokens: int, context_tokens: int, seconds: float) -> None:  # noqa: B027
         """Hook: the last planned step ran (``seconds`` long)."""
 
+    def prefill_budget(self, view: StepView, queued_tokens: int) -> float | None:
+        """Prefill tokens the worker can still take within its TTFT target, for the router
+        (None: this policy reports none). ``queued_tokens``: prefill waiting for admission."""
+        return None
+
 
 def chunk_in_order(prefills: Iterable[PrefillView], tokens: int) -> tuple[list[tuple[Hashable, int]], int]:
     """Chunks of ``prefills``, in order, filling ``tokens``; returns them and the tokens left."""

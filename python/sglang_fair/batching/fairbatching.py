@@ -29,6 +29,7 @@ from sglang_fair.batching.base import (
     StepView,
     prefill_cost,
 )
+from sglang_fair.batching.pab import prefill_admission_budget
 from sglang_fair.batching.stepmodel import OnlineStepModel
 
 # (fixed, per KV token, per new token), seconds: the simulator's a100-llama8b roofline preset
@@ -114,3 +115,7 @@ class FairBatching(BatchingPolicy):
 
     def on_step(self, new_tokens: int, context_tokens: int, seconds: float) -> None:
         self.model.observe(context_tokens, new_tokens, seconds)
+
+    def prefill_budget(self, view: StepView, queued_tokens: int) -> float | None:
+        """003's prefill admission budget for a request with the default TTFT target (pab.py)."""
+        return prefill_admission_budget(view, self.config.ttft, self.model.coefficients, queued_tokens)

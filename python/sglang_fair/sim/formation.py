@@ -99,6 +99,13 @@ class Formation:
         chunks = [(cands[rid], n) for rid, n in plan.prefills]
         return self._timed(decodes, chunks, now)
 
+    def prefill_budget(self, now: float) -> float | None:
+        """The policy's prefill admission budget for the router, if it reports one."""
+        if type(self.policy).prefill_budget is BatchingPolicy.prefill_budget:
+            return None
+        queued = sum(r.input_len for r in self.w.waiting)
+        return self.policy.prefill_budget(self._view(now), queued)
+
     def _admit(self) -> None:
         w = self.w
         if not (w.waiting and w.admission_due()):

@@ -173,6 +173,11 @@ class Simulator:
         for req in out.finished:
             self._finished(worker, req)
         self._completing = None
+        budget = worker.formation.prefill_budget(self.now) if worker.formation is not None else None
+        if budget is not None:  # FairBatching's report to the router (pab routes by it)
+            idx = worker.index
+            self._push(self.now + self.cfg.feedback_delay, 2,
+                       lambda: self.router.on_prefill_budget(idx, budget))
         if out.evicted:
             evs = out.evicted
             idx = worker.index
