@@ -39,17 +39,20 @@ from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
 TRACE = ROOT.parent / "shared" / "data" / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv"
 
 
-def variants(policies: list[str], budgets: list[int], orders: list[str]) -> list[tuple[str, str, int, str]]:
-    """(label, policy, token budget, slai's prefill order) of every run per load: sarathi and slai
-    once per budget, slai once per order."""
-    out: list[tuple[str, str, int, str]] = []
-    for name in policies:
+def variants(policies: list[str], budgets: list[int], orders: list[str],
+             router: str) -> list[tuple[str, str, int, str, str]]:
+    """(label, policy, token budget, slai's prefill order, router) of every run per load: sarathi
+    and slai once per budget, slai once per order; ``name@router`` overrides ``router``."""
+    out: list[tuple[str, str, int, str, str]] = []
+    for item in policies:
+        name, _, via = item.partition("@")
+        tag, via = (f"@{via}", via) if via else ("", router)
         if name == "sarathi":
-            out += [(f"{name}-{b}", name, b, "spf") for b in budgets]
+            out += [(f"{name}-{b}{tag}", name, b, "spf", via) for b in budgets]
         elif name == "slai":
-            out += [(f"{name}-{b}-{o}", name, b, o) for b in budgets for o in orders]
+            out += [(f"{name}-{b}-{o}{tag}", name, b, o, via) for b in budgets for o in orders]
         else:
-            out.append((name, name, 0, "spf"))
+            out.append((name + tag, name, 0, "spf", via))
     return out
 
 
@@ -64,12 +67,12 @@ def cut_trace(src: Path, dst: Path, start: float, window: float) -> int:
     return len(keep)
 
 
-def run_one(args: argparse.Namespace, scale: float, policy: str, budget: int, order: str) -> dict[str, Any]:
+def run_one(args: argparse.Namespace, scale: float, policy: str, budget: int, order: str,
+            router: str) -> dict[str, Any]:
     duration = args.trace_window / scale
     wl = WorkloadConfig(workload="trace", trace_file=str(args.cut), duration=duration,
                         time_scale=scale, clients=args.clients)
     programs = make_workload(wl, args.dp)
-    router = "round_robin" if args.dp == 1 else args.router
     batching = BatchingConfig(policy=policy, token_budget=budget, ttft=args.ttft, tpot=args.tpot,
                               prefill_order=order, slo_classes=args.slo_classes,
                               client_classes=args.client_classes)
@@ -121,7 +124,8 @@ def main() -> int:
     p.add_argument("--trace-window", type=float, default=300.0, help="seconds of the trace replayed")
     p.add_argument("--scales", default="0.05,0.1,0.15,0.2,0.3,0.4,0.5,0.75",
                    help="load factors (time_scale)")
-    p.add_argument("--policies", default=",".join(["sglang", "sarathi", "fairbatching", "slai"]))
+    p.add_argument("--policies", default=",".join(["sglang", "sarathi", "fairbatching", "slai"]),
+                   help="batching policies; name@router picks the router of that run (fairbatching@pab)")
     p.add_argument("--budgets", default="256,512", help="token budgets of sarathi and slai")
     p.add_argument("--slai-orders", default="spf,fcfs", help="slai's prefill orders")
     p.add_argument("--slo-classes", default="", help="e.g. paying=2/0.1,free=2/0.5 (004's classes)")
@@ -129,7 +133,7 @@ def main() -> int:
     p.add_argument("--ttft", type=float, default=2.0)
     p.add_argument("--tpot", type=float, default=0.05)
     p.add_argument("--dp", type=int, default=1)
-    p.add_argument("--router", default="round_robin")
+    p.add_argument("--router", default="shortest_queue", help="router when --dp > 1")
     p.add_argument("--clients", type=int, default=4)
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None)
@@ -138,7 +142,7 @@ def main() -> int:
         print(f"error: trace {args.trace} not found (--trace)", file=sys.stderr)
         return 2
     policies = [s.strip() for s in args.policies.split(",") if s.strip()]
-    for name in policies:
+    for name in (s.partition("@")[0] for s in policies):
         if name not in BATCHING_POLICIES:
             print(f"error: unknown batching policy {name!r}; known: {', '.join(BATCHING_POLICIES)}",
                   file=sys.stderr)
@@ -149,22 +153,23 @@ def main() -> int:
     n = cut_trace(args.trace, args.cut, args.trace_start, args.trace_window)
     print(f"{n} requests from {args.trace_start:g} s to {args.trace_start + args.trace_window:g} s of "
           f"{args.trace.name}")
-    runs = variants(policies, [int(b) for b in args.budgets.split(",")], args.slai_orders.split(","))
-    results: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _, _ in runs}
-    print(f"{'policy':<18} {'load':>6} {'rps':>6} {'goodput':>8} {'met':>6} {'TTFT p50/p99 s':>15} "
+    router = "round_robin" if args.dp == 1 else args.router
+    runs = variants(policies, [int(b) for b in args.budgets.split(",")], args.slai_orders.split(","), router)
+    results: dict[str, list[dict[str, Any]]] = {label: [] for label, *_ in runs}
+    print(f"{'policy':<24} {'load':>6} {'rps':>6} {'goodput':>8} {'met':>6} {'TTFT p50/p99 s':>15} "
           f"{'TPOT p50/p99 ms':>16} {'wall s':>7}")
     for scale in scales:
-        for label, policy, budget, order in runs:
-            r = run_one(args, scale, policy, budget, order)
+        for label, policy, budget, order, via in runs:
+            r = run_one(args, scale, policy, budget, order, via)
             results[label].append(r)
-            print(f"{label:<18} {scale:>6.2f} {r['offered_rps']:>6.2f} {r['goodput']:>8.2f} "
+            print(f"{label:<24} {scale:>6.2f} {r['offered_rps']:>6.2f} {r['goodput']:>8.2f} "
                   f"{r['slo_attainment']:>6.1%} {r['ttft_p50']:>7.2f}/{r['ttft_p99']:<7.2f} "
                   f"{r['tpot_p50'] * 1000:>7.0f}/{r['tpot_p99'] * 1000:<8.0f} {r['wall_s']:>7.1f}",
                   flush=True)
     print("\npeak goodput (requests/s):")
     for label, rs in results.items():
         best = max(rs, key=lambda r: r["goodput"])
-        print(f"  {label:<18} {best['goodput']:.2f} at {best['offered_rps']:.2f} rps offered")
+        print(f"  {label:<24} {best['goodput']:.2f} at {best['offered_rps']:.2f} rps offered")
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "cut"}
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
