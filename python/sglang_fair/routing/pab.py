@@ -13,6 +13,7 @@ from sglang_fair.routing.base import RouterConfig, RouteRequest, RoutingPolicy
 
 class PrefillBudget(RoutingPolicy):
     name = "pab"
+    simulator_only = True  # SGLang's workers do not report a prefill budget (docs/batching.md)
 
     def __init__(self, config: RouterConfig) -> None:
         super().__init__(config)
