@@ -3,6 +3,8 @@ conserve tokens and memory (retraction included), and each keeps its defining be
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,6 +12,7 @@ from batching_support import long_prompts
 
 from sglang_fair.batching import SLO, BatchingConfig, BatchPlan, DecodeView, PrefillView, StepView
 from sglang_fair.batching.simple import SGLangDefault
+from sglang_fair.cli import main
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.formation import FormedPlan
 from sglang_fair.sim.simulator import Simulator
@@ -120,3 +123,25 @@ def test_slo_recorder_sees_every_token_once(name: str) -> None:
         assert track.ttft == pytest.approx(rec.first_token - rec.arrival)
     summary = sim.slo.summary(res.end_time)
     assert summary["requests"] == len(res.requests) and 0 <= summary["slo_attainment"] <= 1
+
+
+def test_sim_cli_batching_flags_and_slo_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "r.json"
+    small = ["sim", "--workload", "tot", "--scenario", "s2", "--clients", "3", "--depth", "2",
+             "--rate", "0.3", "--duration", "5", "--dp", "2", "--data-dir", "/nonexistent-data-dir",
+             "--no-progress"]
+    assert main([*small, "--batching", "slai", "--batch-token-budget", "256", "--batch-slo-classes",
+                 "paying=0.5/0.1", "--batch-client-classes", "c0=paying", "--json", str(out)]) == 0
+    assert "SLO met" in capsys.readouterr().out
+    doc = json.loads(out.read_text())
+    assert doc["config"]["batching"]["policy"] == "slai" and doc["config"]["batching"]["token_budget"] == 256
+    assert {"ttft_p99", "tpot_p99", "slo_attainment", "goodput"} <= set(doc["slo"])
+    assert set(doc["slo"]["classes"]) == {"default", "paying"}
+
+
+def test_sim_cli_rejects_bad_batching_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as err:
+        main(["sim", "--batching", "nope"])
+    assert err.value.code != 0 and "invalid choice" in capsys.readouterr().err
+    assert main(["sim", "--workload", "tot", "--duration", "1", "--data-dir", "/nonexistent-data-dir",
+                 "--batch-client-classes", "a=gold"]) != 0
