@@ -147,8 +147,8 @@ class BatchingConfig:
 
     policy: str = field(default="sglang", metadata={"help": "batch formation policy"})
     token_budget: int = field(default=0, metadata={
-        "help": "tokens per step: sglang's chunk size, sarathi's and slai's budget, fairbatching's cap; "
-                "0 = the policy's default (sim: sglang takes the engine's chunk size)"})
+        "help": "tokens per step: sarathi's and slai's budget, fairbatching's cap, sglang's chunk size "
+                "(the simulator's sglang uses --chunk-size); 0 = the policy's default"})
     ttft: float = field(default=2.0, metadata={"help": "default TTFT target, seconds (003: Azure 2 s)"})
     tpot: float = field(default=0.05, metadata={"help": "default TPOT/TBT target, seconds (003: 50 ms)"})
     slo_classes: str = field(default="", metadata={
