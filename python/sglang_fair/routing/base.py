@@ -8,6 +8,9 @@ A host (the fair router process, the simulator, a test) drives a :class:`Routing
                               the request finished (or was aborted) there: queue size -1
     on_evict(worker, tokens, start)
                               the worker's cache dropped ``tokens[start:]``
+    on_prefill_budget(worker, tokens)
+                              the worker can still take ``tokens`` prefill tokens within its TTFT
+                              target (FairBatching's report; only ``pab`` reads it)
 
     mark_dead(worker) / mark_alive(worker)
                               failure handling: a dead worker gets nothing, its queue size is
@@ -90,6 +93,7 @@ class RoutingPolicy(ABC):
 
     name: ClassVar[str]
     uses_tree: ClassVar[bool] = False
+    simulator_only: ClassVar[bool] = False  # routes by reports only the simulator's workers send
 
     def __init__(self, config: RouterConfig) -> None:
         self.config = config
@@ -140,6 +144,9 @@ class RoutingPolicy(ABC):
         require(output_tokens >= 0, f"negative output tokens {output_tokens}")
         require(worker in self.workers, f"unknown worker {worker}")
         self.queue[worker] = max(0, self.queue[worker] - 1)
+
+    def on_prefill_budget(self, worker: int, tokens: float) -> None:  # noqa: B027 (an optional hook)
+        """Hook: ``worker`` reported its prefill admission budget."""
 
     def on_evict(self, worker: int, tokens: TokenKey, start: int = 0) -> None:
         if self.uses_tree:

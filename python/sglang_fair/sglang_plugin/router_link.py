@@ -24,7 +24,8 @@ from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
 from sglang_fair_router.config import ServiceConfig
 
 ENV_ROUTER = "SGLANG_FAIR_ROUTER"
-ROUTER_METHODS = tuple(ROUTING_POLICIES.names())
+ROUTER_METHODS = tuple(  # pab routes by reports only simulated workers send
+    n for n in ROUTING_POLICIES.names() if not getattr(ROUTING_POLICIES.get(n), "simulator_only", False))
 SGLANG_METHODS = ("auto", "round_robin", "follow_bootstrap_room", "total_requests", "total_tokens")
 ROUTER_FILLED_IN = ("policy", "num_workers")  # from --load-balance-method and --dp-size
 SERVICE_FILLED_IN = ("frontend", "failures", "feedback", "workers")  # the link's IPC endpoints

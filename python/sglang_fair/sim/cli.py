@@ -3,7 +3,10 @@
 Flags come from the frozen configs (workload, cluster, engine). ``--compare "rr:lpm,d2lpm:dlpm"``
 runs every pair on the same seeded workload and prints them side by side; ``--json`` writes the
 summary (with ``--compare``: one object per pair under ``runs``); ``--plot-dir`` writes a PNG of
-service over time per client for each run (needs the ``sim`` extra: matplotlib).
+service over time per client for each run (needs the ``sim`` extra: matplotlib). ``--batching``
+chooses each worker's batch formation (``sglang``, ``sarathi``, ``fairbatching``, ``slai``; flags
+``--batch-...``); with ``--slo`` (on for any batching but ``sglang``) the summary has TTFT/TPOT
+percentiles, SLO attainment and goodput under ``slo``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_fair.admission import ADMISSION_POLICIES, AdmissionConfig
+from sglang_fair.batching import BATCHING_POLICIES, BatchingConfig
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
@@ -44,6 +48,11 @@ def register(subparsers: Any) -> None:
     add_flags(p, RouterConfig, skip=("policy", "num_workers", "cost"))  # --router-quantum, ...
     add_flags(p, CostModel)  # --w-e, --w-q, --client-weights
     add_flags(p, MetricsConfig)  # --warmup, --steady-state, --cooldown
+    p.add_argument("--batching", default="sglang", choices=BATCHING_POLICIES.names(),
+                   help="batch formation policy (default: sglang, SGLang's prefill-first rule)")
+    add_flags(p, BatchingConfig, skip=("policy",))  # --batch-token-budget, --batch-ttft, ...
+    p.add_argument("--slo", action="store_true",
+                   help="report TTFT/TPOT percentiles, SLO attainment, goodput (--batch-ttft, --batch-tpot)")
     p.add_argument("--compare", default="", help='router:policy pairs, e.g. "round_robin:lpm,d2lpm:dlpm"')
     add_output_flags(p)
     p.set_defaults(func=main)
@@ -67,10 +76,12 @@ def parse_pairs(text: str, default: tuple[str, str]) -> list[tuple[str, str]]:
 def run_pairs(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig,
               pairs: list[tuple[str, str]], cost: CostModel, progress: bool = False,
               admission: AdmissionConfig | None = None, routing: RouterConfig | None = None,
-              metrics: MetricsConfig | None = None,
+              metrics: MetricsConfig | None = None, batching: BatchingConfig | None = None,
+              slo: bool = False,
               ) -> tuple[dict[str, dict[str, Any]], dict[str, RunResult]]:
     """Simulate each (router, policy) pair on the same seeded workload; with ``metrics`` the summary
-    covers its steady-state window (and a steady-state run stops at the end of the arrivals)."""
+    covers its steady-state window (and a steady-state run stops at the end of the arrivals); with
+    ``slo`` it has the SLO summary under ``slo``."""
     metrics = metrics or MetricsConfig()
     if metrics.steady_state and not cluster.max_time:
         cluster = ClusterSimConfig(**{**asdict(cluster), "max_time": workload.duration})
@@ -83,10 +94,12 @@ def run_pairs(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: Engin
             print(f"{router}:{policy}: {len(programs)} programs, {call_count(programs)} calls",
                   file=sys.stderr, flush=True)
         sim = Simulator(cfg, engine, programs, cost, horizon=workload.duration, admission=admission,
-                        routing=routing)
+                        routing=routing, batching=batching, slo=slo)
         res = sim.run(stderr_progress(workload.duration) if progress else None)
         window = metrics_window(metrics, workload.duration, res.end_time)
         summaries[f"{router}:{policy}"] = summarize(res, window, latency_window(metrics, window))
+        if sim.slo is not None:
+            summaries[f"{router}:{policy}"]["slo"] = sim.slo.summary(max(workload.duration, 1e-9))
         results[f"{router}:{policy}"] = res
     return summaries, results
 
@@ -99,10 +112,15 @@ def main(args: argparse.Namespace) -> int:
     admission = from_flags(AdmissionConfig, args, cost=cost)
     routing = from_flags(RouterConfig, args, cost=cost)
     metrics = from_flags(MetricsConfig, args)
+    batching = from_flags(BatchingConfig, args, policy=args.batching)
+    slo = args.slo or batching.policy != "sglang"
     pairs = parse_pairs(args.compare, (cluster.router, cluster.policy))
     summaries, results = run_pairs(workload, cluster, engine, pairs, cost, args.progress, admission, routing,
-                                   metrics)
+                                   metrics, batching, slo)
     print(format_table(summaries))
+    if slo:
+        print()
+        print(format_slo(summaries, batching.policy))
     if len(summaries) == 1:
         print()
         print(format_clients(next(iter(summaries.values()))))
@@ -111,6 +129,7 @@ def main(args: argparse.Namespace) -> int:
                 for name, doc in summaries.items()}
         config = {"workload": asdict(workload), "cluster": asdict(cluster), "engine": asdict(engine),
                   "admission": asdict(admission), "routing": asdict(routing), "metrics": asdict(metrics),
+                  "batching": asdict(batching),
                   "tokenizer": make_tokenizer(workload.data, workload.seed).name}
         _write_json(Path(args.json), docs, bool(args.compare), config)
     if args.plot_dir:
@@ -128,3 +147,19 @@ def _write_json(path: Path, summaries: dict[str, dict[str, Any]], compare: bool,
         path.write_text(json.dumps(doc, indent=2, sort_keys=False))
     except OSError as err:
         raise ConfigError(f"cannot write --json {str(path)!r}: {err}") from None
+
+
+def format_slo(summaries: dict[str, dict[str, Any]], batching: str) -> str:
+    """One line per run: TTFT/TPOT percentiles (ms), attainment and goodput."""
+    head = f"{'run (batching ' + batching + ')':<34} {'TTFT p50/p99 ms':>17} {'TPOT p50/p99 ms':>17} " \
+           f"{'SLO met':>8} {'goodput':>8}"
+    lines = [head]
+    for name, doc in summaries.items():
+        s = doc["slo"]
+        lines.append(f"{name:<34} {_ms(s['ttft_p50'])}/{_ms(s['ttft_p99']):<8} {_ms(s['tpot_p50'])}/"
+                     f"{_ms(s['tpot_p99']):<8} {s['slo_attainment']:>8.1%} {s['goodput']:>6.2f}/s")
+    return "\n".join(lines)
+
+
+def _ms(x: float) -> str:
+    return f"{x * 1000:>8.0f}" if x < float("inf") else f"{'inf':>8}"

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
+from sglang_fair.batching import BatchingConfig, make_batching_policy
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.radix_cache import Evicted
 from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
@@ -27,7 +28,9 @@ from sglang_fair.routing import RouterConfig, make_routing_policy
 from sglang_fair.sim.batch import StepOutcome
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig, resolve_engine
 from sglang_fair.sim.fit import load_model
+from sglang_fair.sim.formation import resolve_batching
 from sglang_fair.sim.request import EngineRequest
+from sglang_fair.sim.slo_track import SLORecorder
 from sglang_fair.sim.steptime import StepTimeModel, preset
 from sglang_fair.sim.worker import EngineWorker
 from sglang_fair.workloads import Program, ProgramRun
@@ -41,9 +44,12 @@ class Simulator:
     def __init__(self, cluster: ClusterSimConfig, engine: EngineConfig, programs: list[Program],
                  cost: CostModel | None = None, model: StepTimeModel | None = None,
                  horizon: float | None = None, admission: AdmissionConfig | None = None,
-                 routing: RouterConfig | None = None) -> None:
+                 routing: RouterConfig | None = None, batching: BatchingConfig | None = None,
+                 slo: bool = False) -> None:
         """``admission`` and ``routing`` give the policies' own settings (Q^u, Q^w, ...); their policy
-        names and worker count come from ``cluster`` and their cost is ``cost``."""
+        names and worker count come from ``cluster`` and their cost is ``cost``. ``batching`` chooses
+        each worker's batch formation (default: SGLang's); ``slo`` records token times for SLO
+        metrics (``self.slo``)."""
         self.cfg = cluster
         self.cost = cost or CostModel()
         step_model, kv = preset(engine.preset)
@@ -55,10 +61,14 @@ class Simulator:
         admission = replace(admission or AdmissionConfig(), policy=cluster.policy, cost=self.cost)
         self.router = make_routing_policy(replace(
             routing or RouterConfig(), policy=cluster.router, num_workers=cluster.dp, cost=self.cost))
+        batching = resolve_batching(batching or BatchingConfig(), self.model)
+        slos = batching.slo_table()
         self.workers = [
-            EngineWorker(i, make_admission_policy(admission), engine, self.model, kv)
+            EngineWorker(i, make_admission_policy(admission), engine, self.model, kv,
+                         make_batching_policy(batching), slos)
             for i in range(cluster.dp)
         ]
+        self.slo = SLORecorder(slos) if slo else None
         self.programs = programs
         last = max((p.arrival for p in programs), default=0.0)
         self.max_time = cluster.max_time or 20 * (horizon if horizon is not None else max(last, 1.0))
@@ -123,6 +133,8 @@ class Simulator:
                             arrival=self.now, output_ids=list(run.output(call)), pid=p.pid, call=call,
                             prompt_len=len(prompt), key=shared)
         self.requests.append(RequestRecord(rid, p.pid, p.client, self.now, len(prompt), req.output_len))
+        if self.slo is not None:
+            self.slo.on_dispatch(req)
         worker = self.workers[self.router.route(req)]
         self.requests[rid].worker = worker.index
         worker.enqueue(req)
@@ -134,7 +146,7 @@ class Simulator:
             self._schedule(worker)
 
     def _start(self, worker: EngineWorker) -> None:
-        if worker.start_step() is not None:
+        if worker.start_step(self.now) is not None:
             self._started[worker.index] = self.now
             self._schedule(worker)
 
@@ -153,12 +165,19 @@ class Simulator:
                 rec = self.requests[req.rid]
                 if rec.admitted < 0:
                     rec.admitted, rec.cached_len = self._started[worker.index], req.cached_len
+        if self.slo is not None:
+            self.slo.on_step(plan, worker.running, self._started[worker.index])
         out = worker.complete_step()
         self._account(worker, out)
         self._completing = worker  # children dispatched now wait for this worker's next step
         for req in out.finished:
             self._finished(worker, req)
         self._completing = None
+        budget = worker.formation.prefill_budget(self.now) if worker.formation is not None else None
+        if budget is not None:  # FairBatching's report to the router (pab routes by it)
+            idx = worker.index
+            self._push(self.now + self.cfg.feedback_delay, 2,
+                       lambda: self.router.on_prefill_budget(idx, budget))
         if out.evicted:
             evs = out.evicted
             idx = worker.index

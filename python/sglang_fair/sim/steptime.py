@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 from typing import Protocol
 
 from sglang_fair.core.errors import ConfigError, require
+from sglang_fair.core.linalg import solve_linear
 
 
 @dataclass(frozen=True)
@@ -224,23 +225,8 @@ def _solve(samples: list[tuple[StepShape, float]], active: list[bool], ridge: fl
     k = len(idx)
     ata = [[sum(r[a] * r[b] for r in rows) + (ridge if a == b else 0.0) for b in range(k)] for a in range(k)]
     aty = [sum(r[a] * y for r, y in zip(rows, ys, strict=True)) for a in range(k)]
-    sol = _gauss(ata, aty)
+    sol = solve_linear(ata, aty)
     coef = [0.0] * 6
     for j, i in enumerate(idx):
         coef[i] = sol[j] / scale[j]
     return coef
-
-
-def _gauss(a: list[list[float]], b: list[float]) -> list[float]:
-    n = len(b)
-    m = [[*row, b[i]] for i, row in enumerate(a)]
-    for col in range(n):
-        piv = max(range(col, n), key=lambda r: abs(m[r][col]))
-        m[col], m[piv] = m[piv], m[col]
-        if abs(m[col][col]) < 1e-300:
-            continue
-        for r in range(n):
-            if r != col:
-                f = m[r][col] / m[col][col]
-                m[r] = [x - f * y for x, y in zip(m[r], m[col], strict=True)]
-    return [m[i][n] / m[i][i] if abs(m[i][i]) > 1e-300 else 0.0 for i in range(n)]

@@ -41,10 +41,12 @@ from __future__ import annotations
 import bisect
 
 from sglang_fair.admission import AdmissionPolicy
+from sglang_fair.batching import BatchingConfig, BatchingPolicy, SLOTable
 from sglang_fair.core.errors import require
 from sglang_fair.core.radix_cache import Evicted, LocalRadixCache
 from sglang_fair.sim.batch import StepBudget, StepOutcome, StepPlan
 from sglang_fair.sim.config import EngineConfig
+from sglang_fair.sim.formation import Formation, FormedPlan
 from sglang_fair.sim.request import EngineRequest
 from sglang_fair.sim.running import RunningBatch
 from sglang_fair.sim.steptime import StepShape, StepTimeModel
@@ -58,7 +60,11 @@ class EngineWorker:
     """Waiting queue, running batch, chunked prefill, KV pool + prefix cache, step time."""
 
     def __init__(self, index: int, policy: AdmissionPolicy, config: EngineConfig,
-                 model: StepTimeModel, kv_tokens: int) -> None:
+                 model: StepTimeModel, kv_tokens: int, batching: BatchingPolicy | None = None,
+                 slos: SLOTable | None = None) -> None:
+        """``batching``: a policy that mixes decodes and prefill chunks forms every step
+        (:mod:`sglang_fair.sim.formation`); without one, or with ``sglang``, the worker runs SGLang's
+        rule below."""
         self.index = index
         self.policy = policy
         self.config = config
@@ -78,6 +84,8 @@ class EngineWorker:
         self.ratio = config.new_token_ratio  # SGLang's new-token ratio, now
         self.min_ratio = config.new_token_ratio * config.min_ratio_factor
         self.ratio_decay = (config.new_token_ratio - self.min_ratio) / config.ratio_decay_steps
+        self.formation = None if batching is None or not batching.mixes else \
+            Formation(self, batching, slos or BatchingConfig().slo_table())
 
     # ---- queue ---------------------------------------------------------------------------------
     def enqueue(self, req: EngineRequest) -> None:
@@ -132,12 +140,16 @@ class EngineWorker:
         return cache.alloc(n)
 
     # ---- step planning ---------------------------------------------------------------------------
-    def start_step(self) -> StepPlan | None:
-        """Form the next batch (prefill if anything is admitted, else decode) and time it."""
+    def start_step(self, now: float = 0.0) -> StepPlan | None:
+        """Form the next batch (prefill if anything is admitted, else decode; or as the batching
+        policy forms it, at time ``now``) and time it."""
         for req in self.inbox:
             self._accept(req)
         self.inbox.clear()
-        self.plan = self._plan_prefill() or self._plan_decode()
+        if self.formation is not None:
+            self.plan = self.formation.plan(now)
+        else:
+            self.plan = self._plan_prefill() or self._plan_decode()
         if self.plan is None:  # idle: SGLang resets the ratio; a host that steps idle workers (the
             self.ratio = self.config.new_token_ratio  # lock-step driver) counts the step as stale
             self._stale += 1
@@ -198,6 +210,16 @@ class EngineWorker:
             ends.append(t)
         return StepPlan("decode", [], ends, k, decoding=n)
 
+    def admission_due(self) -> bool:
+        """Whether to try admission: something changed, or ``retry_every`` steps passed."""
+        return self._dirty or self._stale >= self.config.retry_every
+
+    def admission_failed(self) -> None:
+        self._dirty, self._stale = False, 0
+
+    def make_decode_room(self) -> None:
+        self._make_decode_room()
+
     def _make_decode_room(self) -> None:
         """Retract running requests until the rest has room for ``retract_steps`` decode steps."""
         cache = self.cache
@@ -236,7 +258,11 @@ class EngineWorker:
         self.busy_time += plan.duration
         out = StepOutcome(retracted=self._retracted)
         self._retracted = []
-        if plan.kind == "prefill":
+        if isinstance(plan, FormedPlan):
+            assert self.formation is not None
+            self.formation.complete(plan, out)
+            self.ratio = max(self.min_ratio, self.ratio - self.ratio_decay) if plan.decoding else self.ratio
+        elif plan.kind == "prefill":
             self._complete_prefill(plan, out)
         else:
             self._complete_decode(plan, out)
@@ -258,21 +284,25 @@ class EngineWorker:
                 continue
             if self.chunked is req:
                 self.chunked = None
-            node = self.cache.insert(req.tokens)[1]  # the prompt is shared while the request runs
-            self.cache.lock(node)
-            assert req.node is not None
-            self.cache.unlock(req.node)
-            self.cache.release(req.extend_reserved)
-            req.node, req.extend_reserved = node, 0
-            req.prefills += 1
-            self._dirty = True
-            if req.prefills == 1:
-                out.prefilled.append(req)
-            if self.reserve(1):  # the KV slot of the first output token
-                req.reserved += 1
-            self._emit(req, out)
-            if not req.done:
-                self.batch.enter(req)
+            self.prefill_done(req, out)
+
+    def prefill_done(self, req: EngineRequest, out: StepOutcome) -> None:
+        """``req``'s prefill completed: its prompt enters the cache, its first token is out."""
+        node = self.cache.insert(req.tokens)[1]  # the prompt is shared while the request runs
+        self.cache.lock(node)
+        assert req.node is not None
+        self.cache.unlock(req.node)
+        self.cache.release(req.extend_reserved)
+        req.node, req.extend_reserved = node, 0
+        req.prefills += 1
+        self._dirty = True
+        if req.prefills == 1:
+            out.prefilled.append(req)
+        if self.reserve(1):  # the KV slot of the first output token
+            req.reserved += 1
+        self._emit(req, out)
+        if not req.done:
+            self.batch.enter(req)
 
     def _complete_decode(self, plan: StepPlan, out: StepOutcome) -> None:
         require(plan.decoding == len(self.batch), "internal: the batch changed during a decode step")

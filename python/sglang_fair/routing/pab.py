@@ -1,0 +1,30 @@
+"""Routing by FairBatching's prefill admission budget (003 §3.4): each worker reports the prefill
+tokens it can still take within its TTFT target; the router sends a request to a worker whose budget
+covers its prompt (the largest such budget; if none, the largest budget) and takes the prompt off
+its local view of that budget until the next report. Workers not heard from count as unbounded."""
+
+from __future__ import annotations
+
+import math
+
+from sglang_fair.core.global_tree import token_count
+from sglang_fair.routing.base import RouterConfig, RouteRequest, RoutingPolicy
+
+
+class PrefillBudget(RoutingPolicy):
+    name = "pab"
+    simulator_only = True  # SGLang's workers do not report a prefill budget (docs/batching.md)
+
+    def __init__(self, config: RouterConfig) -> None:
+        super().__init__(config)
+        self.budget = [math.inf] * config.num_workers
+
+    def on_prefill_budget(self, worker: int, tokens: float) -> None:
+        self.budget[worker] = tokens
+
+    def choose(self, req: RouteRequest) -> int:
+        need = token_count(req.tokens)
+        fits = [w for w in self.alive if self.budget[w] >= need]
+        worker = max(fits or self.alive, key=lambda w: (self.budget[w], -self.queue[w], -w))
+        self.budget[worker] -= need
+        return worker
