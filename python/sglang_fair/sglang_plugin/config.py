@@ -41,11 +41,23 @@ class FairConfig:
         default="", metadata={"help": "file of 'API_KEY CLIENT [WEIGHT]' lines; enables 401 for other keys"}
     )
     client_header: str = field(default="X-Client-Id", metadata={"help": "HTTP header naming the client"})
+    fairness_admins: str = field(
+        default="", metadata={"help": "comma-separated clients of --client-keys whose keys read every "
+                                      "client at /fairness and /metrics (other keys: their own row)"})
     key_table: KeyTable = field(default_factory=KeyTable)
 
     def __post_init__(self) -> None:
         require(bool(self.client_header.strip()), "--client-header must not be empty")
+        admins = self.admins()
+        require(not admins or self.key_table.enabled, "--fairness-admins needs --client-keys")
+        unknown = sorted(admins - set(self.key_table.clients.values()))
+        require(not unknown or not self.key_table.enabled,
+                f"--fairness-admins names clients without a key in --client-keys: {', '.join(unknown)}")
         self.weights()  # a conflict between the flag and the key file is an error at once
+
+    def admins(self) -> frozenset[str]:
+        """The clients whose keys may read every client's figures."""
+        return frozenset(c.strip() for c in self.fairness_admins.split(",") if c.strip())
 
     def weights(self) -> dict[str, float]:
         """Per-client weights from ``--client-weights`` and the key file (a conflict is an error)."""
@@ -71,7 +83,7 @@ class FairConfig:
         """The flag values as JSON; :func:`config_from_env` rebuilds the same config."""
         flags = {**_values(self.admission, AdmissionConfig.flag_prefix, skip=("policy", "cost")),
                  **_values(self.admission.cost), "client_keys": self.client_keys,
-                 "client_header": self.client_header}
+                 "client_header": self.client_header, "fairness_admins": self.fairness_admins}
         return json.dumps(flags)
 
 

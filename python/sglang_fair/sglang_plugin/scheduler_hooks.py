@@ -99,6 +99,14 @@ def add_request_to_queue(_result: Any, self: Any, req: Any, *args: Any, **kwargs
         state.arrive(req)
 
 
+def abort_output(_result: Any, self: Any, abort_req: Any, req: Any, *args: Any, **kwargs: Any) -> None:
+    """AFTER ``Scheduler.send_abort_output``: an aborted request leaves the fairness state (requests
+    ``retract_decode`` aborts never reach a batch result with ``finished_reason`` set)."""
+    state = state_of(self.policy)
+    if state is not None and req is not None:
+        state.abandon(req)
+
+
 def process_batch_result(_result: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     """AFTER ``Scheduler.process_batch_result``: charge output tokens, retire finished requests."""
     state = state_of(self.policy)

@@ -8,6 +8,8 @@ translate SGLang's events into the core's calls (``base.py`` of the admission pa
     PrefillAdder step                            -> select(waiting, budget)  (charges admission)
     output_ids grew (prefill's first token too)  -> on_output(client, new tokens)
     running request finished or aborted          -> on_finish
+    request aborted outside a batch result       -> on_finish / on_drop  (``Scheduler.send_abort_output``:
+      e.g. ``retract_decode`` out of memory, which sets ``to_finish`` but never ``finished_reason``)
 
 Charging rule (as in the core): a request's admission cost — for DLPM w_e * (input tokens - the
 prefix SGLang's radix cache matched when it was admitted, read after ``init_next_round_input``);
@@ -223,6 +225,24 @@ class FairState:
                 del self.running[rid]
                 self.policy.on_finish(ad)
                 self.version += 1
+
+    def abandon(self, req: Any) -> None:
+        """``req`` was aborted outside a batch result (SGLang's ``send_abort_output``): it leaves the
+        state now, charged for the output it produced; a request the state does not know is ignored."""
+        rid = req.rid
+        ad = self.running.pop(rid, None)
+        if ad is not None:
+            produced = len(ad.req.output_ids)
+            if produced > ad.out_seen:
+                self.policy.on_output(ad.client, produced - ad.out_seen)
+                self.totals[ad.client].output_tokens += produced - ad.out_seen
+                ad.out_seen = produced
+            self.policy.on_finish(ad)
+        elif rid in self.waiting:
+            self.policy.on_drop(self._leave_waiting(rid))
+        else:
+            return
+        self.version += 1
 
     # ---- views ---------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, dict[str, float | int | None]]:
