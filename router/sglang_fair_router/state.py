@@ -19,6 +19,16 @@ Decisions the paper leaves open, taken here:
   router does not know (after a router restart, or duplicated) changes no counter and no queue size.
 - The global tree is bounded by ``max_tree_tokens`` with least-recently-used pruning.
 - After a router restart everything starts empty: zero counters, empty tree, zero queues.
+- Queue sizes are reconciled with the workers' heartbeats: a ``Finished`` that never arrives (dropped
+  by a worker whose router was unreachable, say) would otherwise count in a queue forever. A request
+  is *settled* on a worker once the worker's loop has been seen to turn after ``SETTLE_S`` seconds past
+  its dispatch (so the worker has polled it); the worker's own count of routed requests it holds
+  (``Heartbeat.inflight``) then includes every settled request still there. When two heartbeats in a
+  row report fewer than the settled requests, the smaller shortfall of the two, oldest first, is taken
+  as lost: removed, charged no output, counted as ``reconciled``. Two in a row, because a ``Finished``
+  may still be on its way when a heartbeat (another socket) overtakes it.
+- A request the router cannot send (the worker's send backlog is full: a stalled worker) is failed at
+  once, like a dead worker's (:meth:`RouterState.fail`).
 """
 
 from __future__ import annotations
@@ -32,11 +42,14 @@ from sglang_fair.routing import RoutingPolicy
 from sglang_fair_router.frontend_msgs import Submit
 from sglang_fair_router.worker_msgs import Evicted, Finished, Heartbeat
 
+SETTLE_S = 1.0  # a dispatch has surely reached a live worker's inbox this long after it was sent
+
 
 @dataclass
 class InFlight:
     worker: int
     client: str
+    sent_at: float = 0.0
 
 
 class RouterState:
@@ -50,15 +63,17 @@ class RouterState:
         self.inflight: dict[str, InFlight] = {}
         self.last_seen: list[float | None] = [None] * len(policy.workers)
         self.reported: list[int | None] = [None] * len(policy.workers)  # the worker's own in-flight count
+        self.turned_at: list[float | None] = [None] * len(policy.workers)  # last heartbeat whose loops moved
+        self.shortfall = [0] * len(policy.workers)  # the previous heartbeat's count of lost requests
         self.counts = {"dispatched": 0, "finished": 0, "failed": 0, "evicted": 0, "ignored_feedback": 0,
-                       "dropped": 0}
+                       "dropped": 0, "reconciled": 0}
 
     def submit(self, msg: Submit, now: float) -> int:
         """Route ``msg``; raises NoWorkerError when every worker is dead."""
         worker = self.policy.route(msg)
         if self.last_seen[worker] is None:
             self.last_seen[worker] = now  # its silence counts from now on
-        self.inflight[msg.rid] = InFlight(worker, msg.client)
+        self.inflight[msg.rid] = InFlight(worker, msg.client, now)
         self.counts["dispatched"] += 1
         return worker
 
@@ -66,6 +81,13 @@ class RouterState:
         """The worker to cancel ``rid`` on, if it is in flight (the finish comes back as feedback)."""
         entry = self.inflight.get(rid)
         return None if entry is None else entry.worker
+
+    def fail(self, rid: str) -> None:
+        """``rid`` could not be sent to its worker: forget it (its client is told by the caller)."""
+        entry = self.inflight.pop(rid, None)
+        if entry is not None:
+            self.policy.on_finish(entry.worker, entry.client, 0)
+            self.counts["failed"] += 1
 
     def feedback(self, msg: Finished | Evicted | Heartbeat, now: float) -> None:
         if msg.worker >= len(self.last_seen):
@@ -79,6 +101,10 @@ class RouterState:
             seen = self.progress[msg.worker]
             if seen is None or seen[0] != msg.loops:
                 self.progress[msg.worker] = (msg.loops, now)
+                turned = self.turned_at[msg.worker]
+                if turned is not None:
+                    self._reconcile(msg.worker, turned - SETTLE_S, msg.inflight)
+                self.turned_at[msg.worker] = now
         elif isinstance(msg, Finished):
             entry = self.inflight.get(msg.rid)
             if entry is None or entry.worker != msg.worker:
@@ -91,6 +117,21 @@ class RouterState:
             self.policy.on_evict(msg.worker, msg.tokens, min(msg.start, len(msg.tokens) // WIDTH))
             self.counts["evicted"] += 1
 
+    def _reconcile(self, worker: int, before: float, reported: int) -> None:
+        """Drop the requests ``worker`` has lost (see the module docstring): those dispatched before
+        ``before`` that its loop has since polled, beyond the ``reported`` count, twice in a row."""
+        settled = [rid for rid, e in self.inflight.items() if e.worker == worker and e.sent_at < before]
+        shortfall = len(settled) - reported
+        lost = min(shortfall, self.shortfall[worker])
+        self.shortfall[worker] = max(0, shortfall)
+        if lost <= 0:
+            return
+        for rid in settled[:lost]:
+            entry = self.inflight.pop(rid)
+            self.policy.on_finish(worker, entry.client, 0)
+        self.counts["reconciled"] += lost
+        self.shortfall[worker] = 0
+
     def check_liveness(self, now: float) -> list[tuple[str, str]]:
         """Mark silent workers dead; return (rid, reason) for every request that must fail."""
         failed: list[tuple[str, str]] = []
@@ -99,7 +140,8 @@ class RouterState:
             if reason is None:
                 continue
             self.policy.mark_dead(worker)
-            self.progress[worker] = None
+            self.progress[worker] = self.turned_at[worker] = None
+            self.shortfall[worker] = 0
             lost = [rid for rid, e in self.inflight.items() if e.worker == worker]
             for rid in lost:
                 del self.inflight[rid]
