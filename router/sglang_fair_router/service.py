@@ -70,7 +70,7 @@ class RouterService:
         config.require_endpoints()
         self.config = config
         self.clock = clock
-        self.state = RouterState(policy, config.heartbeat_timeout, config.stall_timeout)
+        self.state = RouterState(policy, config.heartbeat_timeout, config.stall_timeout, config.client_ttl)
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.frontend = self._socket(zmq.PULL, config.frontend, bind=True)
         self.failures = Outbox(lambda: self._socket(zmq.PUSH, config.failures, bind=True), 1 << 16)
@@ -117,6 +117,7 @@ class RouterService:
             now = self.clock()
             if now - last_check >= min(0.5, self.config.heartbeat_timeout / 4):
                 self._check_liveness(now)
+                self.state.expire(now)
                 self._state_view = self._view()
                 gc.freeze()
                 last_check = now

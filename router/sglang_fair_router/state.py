@@ -27,6 +27,10 @@ Decisions the paper leaves open, taken here:
   row report fewer than the settled requests, the smaller shortfall of the two, oldest first, is taken
   as lost: removed, charged no output, counted as ``reconciled``. Two in a row, because a ``Finished``
   may still be on its way when a heartbeat (another socket) overtakes it.
+- Bounded memory: a client with no request in flight for ``client_ttl`` seconds is forgotten (its
+  D²LPM counters go; it comes back as a new client, at 0). Without API keys any client can become a new
+  one by sending another id, so this gives no client anything it could not take, and Thm 5.1's bound
+  (between clients backlogged over an interval) is untouched; with keys ``serve`` passes 0 (never).
 - A request the router cannot send (the worker's send backlog is full: a stalled worker) is failed at
   once, like a dead worker's (:meth:`RouterState.fail`).
 """
@@ -34,6 +38,7 @@ Decisions the paper leaves open, taken here:
 from __future__ import annotations
 
 import math
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,8 +61,11 @@ class RouterState:
     """Routing policy + requests in flight + worker liveness."""
 
     def __init__(self, policy: RoutingPolicy, heartbeat_timeout: float,
-                 stall_timeout: float = math.inf) -> None:
+                 stall_timeout: float = math.inf, client_ttl: float = 0.0) -> None:
         self.policy = policy
+        self.client_ttl = client_ttl
+        self.client_inflight: Counter[str] = Counter()
+        self.last_active: OrderedDict[str, float] = OrderedDict()  # client -> last event, oldest first
         self.heartbeat_timeout, self.stall_timeout = heartbeat_timeout, stall_timeout
         self.progress: list[tuple[int, float] | None] = [None] * len(policy.workers)  # (loops, since)
         self.inflight: dict[str, InFlight] = {}
@@ -66,7 +74,8 @@ class RouterState:
         self.turned_at: list[float | None] = [None] * len(policy.workers)  # last heartbeat whose loops moved
         self.shortfall = [0] * len(policy.workers)  # the previous heartbeat's count of lost requests
         self.counts = {"dispatched": 0, "finished": 0, "failed": 0, "evicted": 0, "ignored_feedback": 0,
-                       "dropped": 0, "reconciled": 0}
+                       "dropped": 0, "reconciled": 0,
+                       "forgotten_clients": 0}
 
     def submit(self, msg: Submit, now: float) -> int:
         """Route ``msg``; raises NoWorkerError when every worker is dead."""
@@ -74,8 +83,43 @@ class RouterState:
         if self.last_seen[worker] is None:
             self.last_seen[worker] = now  # its silence counts from now on
         self.inflight[msg.rid] = InFlight(worker, msg.client, now)
+        self.client_inflight[msg.client] += 1
+        self._touch(msg.client, now)
         self.counts["dispatched"] += 1
         return worker
+
+    def _leave(self, rid: str, output_tokens: int = 0, finished: bool = True) -> InFlight:
+        """``rid`` is no longer in flight: its queue slot is freed (``finished``: and charged)."""
+        entry = self.inflight.pop(rid)
+        if finished:
+            self.policy.on_finish(entry.worker, entry.client, output_tokens)
+        self.client_inflight[entry.client] -= 1
+        if not self.client_inflight[entry.client]:
+            del self.client_inflight[entry.client]
+        return entry
+
+    def _touch(self, client: str, now: float) -> None:
+        if self.client_ttl > 0:
+            self.last_active[client] = now
+            self.last_active.move_to_end(client)
+
+    def expire(self, now: float) -> list[str]:
+        """Forget the clients without a request in flight for ``client_ttl`` seconds."""
+        gone: list[str] = []
+        for _ in range(len(self.last_active) if self.client_ttl > 0 else 0):
+            client, seen = next(iter(self.last_active.items()))
+            if now - seen <= self.client_ttl:
+                break
+            if self.client_inflight[client]:
+                self._touch(client, now)  # a long request: look again a TTL later
+                continue
+            del self.client_inflight[client], self.last_active[client]
+            deficits = getattr(self.policy, "deficits", None)  # D²LPM's q[client]; others keep none
+            if isinstance(deficits, dict):
+                deficits.pop(client, None)
+            gone.append(client)
+        self.counts["forgotten_clients"] += len(gone)
+        return gone
 
     def abort(self, rid: str) -> int | None:
         """The worker to cancel ``rid`` on, if it is in flight (the finish comes back as feedback)."""
@@ -84,9 +128,8 @@ class RouterState:
 
     def fail(self, rid: str) -> None:
         """``rid`` could not be sent to its worker: forget it (its client is told by the caller)."""
-        entry = self.inflight.pop(rid, None)
-        if entry is not None:
-            self.policy.on_finish(entry.worker, entry.client, 0)
+        if rid in self.inflight:
+            self._leave(rid)
             self.counts["failed"] += 1
 
     def feedback(self, msg: Finished | Evicted | Heartbeat, now: float) -> None:
@@ -110,8 +153,8 @@ class RouterState:
             if entry is None or entry.worker != msg.worker:
                 self.counts["ignored_feedback"] += 1
                 return
-            del self.inflight[msg.rid]
-            self.policy.on_finish(msg.worker, entry.client, msg.output_tokens)
+            self._leave(msg.rid, msg.output_tokens)
+            self._touch(entry.client, now)
             self.counts["finished"] += 1
         elif isinstance(msg, Evicted):
             self.policy.on_evict(msg.worker, msg.tokens, min(msg.start, len(msg.tokens) // WIDTH))
@@ -127,8 +170,7 @@ class RouterState:
         if lost <= 0:
             return
         for rid in settled[:lost]:
-            entry = self.inflight.pop(rid)
-            self.policy.on_finish(worker, entry.client, 0)
+            self._leave(rid)
         self.counts["reconciled"] += lost
         self.shortfall[worker] = 0
 
@@ -144,7 +186,7 @@ class RouterState:
             self.shortfall[worker] = 0
             lost = [rid for rid, e in self.inflight.items() if e.worker == worker]
             for rid in lost:
-                del self.inflight[rid]
+                self._leave(rid, finished=False)  # mark_dead reset the queue already
                 failed.append((rid, reason))
         self.counts["failed"] += len(failed)
         return failed

@@ -34,7 +34,7 @@ def validate_policy(original: Any, self: Any, policy: str, tree_cache: Any) -> A
         return original(self, policy, tree_cache)
     config = config_from_env()
     admission = make_admission_policy(config.for_policy(policy))
-    setattr(self, STATE_ATTR, FairState(admission))
+    setattr(self, STATE_ATTR, FairState(admission, client_ttl=config.idle_ttl()))
     cost = admission.cost
     logger.info("sglang-fair: %s admission (Q^u=%s, w_e=%s, w_q=%s, weights=%s)", policy,
                 admission.quantum, cost.w_e, cost.w_q, dict(cost.client_weights))
@@ -115,6 +115,7 @@ def process_batch_result(_result: Any, self: Any, *args: Any, **kwargs: Any) -> 
     state.after_step()
     if len(state.waiting) != len(self.waiting_queue):
         state.reconcile(self.waiting_queue)
+    state.expire()
     _publish(self, state)
 
 
