@@ -198,3 +198,14 @@ def test_request_aborted_while_waiting_is_dropped_at_once() -> None:
     state.arrive(req)
     state.abandon(req)
     assert not state.waiting and state.snapshot()["bob"]["waiting"] == 0
+
+
+def test_a_prompt_of_zero_tokens_is_refused_before_the_scheduler() -> None:
+    """Seen on the CPU server: ``/generate`` with empty text (the tiny tokenizer adds no BOS) crashed
+    SGLang's scheduler in the model's forward (a 0-token extend), and the server with it."""
+    obj = SimpleNamespace(input_embeds=None)
+    with pytest.raises(ValueError, match="prompt is empty"):
+        http_hooks.validate_request(None, obj, [])
+    assert http_hooks.validate_request(None, obj, [5]) is None
+    assert http_hooks.validate_request(None, SimpleNamespace(input_embeds=[[0.1]]), []) is None
+    assert http_hooks.validate_request(None, obj, None) is None

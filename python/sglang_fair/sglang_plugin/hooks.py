@@ -56,6 +56,8 @@ HOOKS: tuple[Hook, ...] = (
     Hook(M + "tokenizer_manager.TokenizerManager.generate_request", "around",
          http_hooks.generate_request, ("self", "obj", "request")),
     Hook(M + "io_struct.GenerateReqInput.__getitem__", "after", http_hooks.batch_item, ("self", "i")),
+    Hook(M + "tokenizer_manager.TokenizerManager._validate_one_request", "before",
+         http_hooks.validate_request, ("self", "obj", "input_ids")),
     # the radix cache's changes, for incremental matching of the waiting queue (match_index.py)
     Hook(URC + "insert", "after", scheduler_hooks.tree_insert, ("self", "params")),
     Hook(URC + "_evict_device_leaf", "after", scheduler_hooks.tree_node_gone, ("self", "node_id")),

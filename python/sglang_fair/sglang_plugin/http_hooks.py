@@ -114,6 +114,15 @@ def generate_request(
     return original(self, obj, request, *args, **kwargs)
 
 
+def validate_request(self: Any, obj: Any, input_ids: Any, *args: Any, **kwargs: Any) -> None:
+    """BEFORE ``TokenizerManager._validate_one_request``: a prompt of 0 tokens is refused (400).
+    SGLang 0.5.23 checks only the upper bound; a 0-token prompt on ``/generate`` (empty text with a
+    tokenizer that adds no BOS, or ``input_ids: []``) reached the model and crashed the scheduler,
+    and with it the server."""
+    if input_ids is not None and len(input_ids) == 0 and getattr(obj, "input_embeds", None) is None:
+        raise ValueError("The prompt is empty (0 tokens); send at least one token")
+
+
 def batch_item(result: Any, self: Any, *args: Any, **kwargs: Any) -> Any:
     """AFTER ``GenerateReqInput.__getitem__``: items of a batch keep the batch's client."""
     if getattr(result, "routing_key", None) is None and getattr(self, "routing_key", None) is not None:
