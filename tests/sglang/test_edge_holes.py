@@ -209,3 +209,45 @@ def test_a_prompt_of_zero_tokens_is_refused_before_the_scheduler() -> None:
     assert http_hooks.validate_request(None, obj, [5]) is None
     assert http_hooks.validate_request(None, SimpleNamespace(input_embeds=[[0.1]]), []) is None
     assert http_hooks.validate_request(None, obj, None) is None
+
+
+# ---- overload: a per-client bound on requests in flight ---------------------------------------------
+def test_a_client_over_its_inflight_limit_gets_429_and_others_do_not() -> None:
+    release = asyncio.Event()
+    entered: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        entered.append(scope["state"]["sglang_fair_client"])
+        await release.wait()
+
+    mw = ClientIdentityMiddleware(app, KEYS, "X-Client-Id", lambda: False, max_inflight=2)
+
+    async def one(key: str) -> Sent:
+        sent: Sent = []
+
+        async def receive() -> MutableMapping[str, Any]:
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        async def send(message: MutableMapping[str, Any]) -> None:
+            sent.append(message)
+
+        scope = {"type": "http", "path": "/v1/completions", "method": "POST", "client": ("10.0.0.1", 5),
+                 "headers": [(b"authorization", f"Bearer {key}".encode())]}
+        await mw(scope, receive, send)
+        return sent
+
+    async def scenario() -> None:
+        first = [asyncio.create_task(one("k-alice")) for _ in range(2)]
+        await asyncio.sleep(0)
+        refused = await one("k-alice")
+        assert refused[0]["status"] == 429 and (b"retry-after", b"1") in refused[0]["headers"]
+        assert json.loads(refused[1]["body"])["type"] == "TooManyRequests"
+        bob = asyncio.create_task(one("k-bob"))  # another client is not affected
+        await asyncio.sleep(0)
+        assert entered == ["alice", "alice", "bob"]
+        release.set()
+        await asyncio.gather(*first, bob)
+        assert mw.inflight == {}  # released (and no entry kept per client)
+        assert await one("k-alice") == []
+
+    asyncio.run(scenario())

@@ -47,10 +47,15 @@ class FairConfig:
     client_ttl: float = field(
         default=600.0, metadata={"help": "seconds an idle client's state is kept when no --client-keys are "
                                          "given (it then returns as a new client; 0: forever)"})
+    client_max_inflight: int = field(
+        default=0, metadata={"help": "requests one client may have in flight; more get 429 with Retry-After "
+                                     "(0: no limit)"})
     key_table: KeyTable = field(default_factory=KeyTable)
 
     def __post_init__(self) -> None:
         require(bool(self.client_header.strip()), "--client-header must not be empty")
+        require(self.client_max_inflight >= 0,
+                f"--client-max-inflight must be >= 0, got {self.client_max_inflight}")
         require(self.client_ttl >= 0, f"--client-ttl must be >= 0, got {self.client_ttl}")
         admins = self.admins()
         require(not admins or self.key_table.enabled, "--fairness-admins needs --client-keys")
@@ -92,7 +97,7 @@ class FairConfig:
         flags = {**_values(self.admission, AdmissionConfig.flag_prefix, skip=("policy", "cost")),
                  **_values(self.admission.cost), "client_keys": self.client_keys,
                  "client_header": self.client_header, "fairness_admins": self.fairness_admins,
-                 "client_ttl": self.client_ttl}
+                 "client_ttl": self.client_ttl, "client_max_inflight": self.client_max_inflight}
         return json.dumps(flags)
 
 

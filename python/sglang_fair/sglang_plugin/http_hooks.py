@@ -30,8 +30,8 @@ def wait_and_warmup(original: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def identity_needed(policy: str | None, config: FairConfig, router: bool) -> bool:
-    """Does the edge decide the client (fair policy, client keys or the global router)?"""
-    return policy in FAIR_POLICIES or config.key_table.enabled or router
+    """Does the edge decide the client (fair policy, client keys, a per-client limit or the router)?"""
+    return policy in FAIR_POLICIES or config.key_table.enabled or config.client_max_inflight > 0 or router
 
 
 def check_edge(server_args: Any, config: FairConfig, router: bool) -> None:
@@ -90,7 +90,7 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     app.add_middleware(
         ClientIdentityMiddleware, keys=config.key_table, header=config.client_header,
         warmup_open=warmup_open, local_hosts=resolve_hosts(getattr(server_args, "host", None)),
-        admins=config.admins(),
+        admins=config.admins(), max_inflight=config.client_max_inflight,
     )
     logger.info("sglang-fair: client identity (%s) installed",
                 "API keys" if config.key_table.enabled else f"header {config.client_header}")

@@ -76,12 +76,15 @@ class ClientIdentityMiddleware:
 
     ``local_hosts``: addresses besides loopback that SGLang's own warm-up connects from (the server's
     ``--host``), let through without a key only while ``warmup_open()``. ``admins``: the clients whose
-    keys may read ``/metrics`` when keys are configured (others get 403)."""
+    keys may read ``/metrics`` when keys are configured (others get 403). ``max_inflight`` (> 0): a
+    client with that many POST requests in flight gets 429 with ``Retry-After`` for the next one."""
 
     def __init__(self, app: ASGIApp, keys: KeyTable, header: str, warmup_open: Callable[[], bool],
-                 local_hosts: frozenset[str] = frozenset(), admins: frozenset[str] = frozenset()) -> None:
+                 local_hosts: frozenset[str] = frozenset(), admins: frozenset[str] = frozenset(),
+                 max_inflight: int = 0) -> None:
         self.app, self.keys, self.header, self.warmup_open = app, keys, header, warmup_open
-        self.admins = admins
+        self.admins, self.max_inflight = admins, max_inflight
+        self.inflight: dict[str, int] = {}  # client -> POST requests in flight (only while > 0)
         self.local_hosts = LOOPBACK | local_hosts
         self.open_paths = OPEN_PATHS - CLIENT_LISTING_PATHS if keys.enabled else OPEN_PATHS
 
@@ -107,7 +110,23 @@ class ClientIdentityMiddleware:
             await _send_error(send, 403, "Forbidden", "/metrics needs a key of a --fairness-admins client")
             return
         scope.setdefault("state", {})[SCOPE_KEY] = client
-        await self.app(scope, receive, send)
+        if self.max_inflight <= 0 or scope.get("method") != "POST" or client == WARMUP_CLIENT:
+            await self.app(scope, receive, send)
+            return
+        held = self.inflight.get(client, 0)
+        if held >= self.max_inflight:
+            reason = f"client {client!r} already has {held} requests in flight (the limit); retry later"
+            await _send_error(send, 429, "TooManyRequests", reason, [(b"retry-after", b"1")])
+            return
+        self.inflight[client] = held + 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            left = self.inflight[client] - 1
+            if left:
+                self.inflight[client] = left
+            else:
+                del self.inflight[client]
 
 
 def resolve_hosts(host: str | None) -> frozenset[str]:
