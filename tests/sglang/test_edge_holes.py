@@ -251,3 +251,23 @@ def test_a_client_over_its_inflight_limit_gets_429_and_others_do_not() -> None:
         assert await one("k-alice") == []
 
     asyncio.run(scenario())
+
+
+@sglang_needed
+def test_an_absurd_n_is_refused_before_sglang_expands_the_batch() -> None:
+    """Found by the generated e2e test: ``n`` = 10^12 made SGLang multiply the prompt list by n."""
+    from sglang.srt.managers.io_struct import GenerateReqInput
+
+    request = SimpleNamespace(scope={"state": {"sglang_fair_client": "alice"}})
+
+    def original(self: Any, obj: Any, request: Any) -> str:
+        return "sent"
+
+    with pytest.raises(ValueError, match="n must be at most 128"):
+        http_hooks.generate_request(original, None, GenerateReqInput(text="a", sampling_params={"n": 10**12}),
+                                    request)
+    listed = GenerateReqInput(text=["a"], sampling_params=[{"n": 129}])
+    with pytest.raises(ValueError):
+        http_hooks.generate_request(original, None, listed, request)
+    ok = GenerateReqInput(text="a", sampling_params={"n": 128})
+    assert http_hooks.generate_request(original, None, ok, request) == "sent"

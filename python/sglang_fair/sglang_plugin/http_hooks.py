@@ -12,6 +12,7 @@ from sglang_fair.sglang_plugin.publish import read_all, state_dir
 from sglang_fair.sglang_plugin.router_link import link_from_env
 
 logger = logging.getLogger("sglang_fair")
+MAX_SAMPLES = 128  # OpenAI's own bound on ``n``
 _warmup = {"open": False}
 
 
@@ -104,14 +105,28 @@ def generate_request(
 
     Whatever the body or the ``x-smg-routing-key`` header said is overwritten, so a client cannot
     pick its own identity when keys are configured. When the global router routes, a client's
-    ``routed_dp_rank`` (which would pick a worker past the router) is refused with 400.
+    ``routed_dp_rank`` (which would pick a worker past the router) is refused with 400, and so is
+    ``n`` above :data:`MAX_SAMPLES` (SGLang expands the batch ``n`` times first: ``n`` = 10^12 was a
+    MemoryError and a 500, a smaller huge ``n`` exhausts the server's memory).
     """
     client = ((getattr(request, "scope", None) or {}).get("state") or {}).get(SCOPE_KEY)
     if client:
         obj.routing_key = client
+        samples = sample_count(obj)
+        if samples > MAX_SAMPLES:
+            raise ValueError(f"n must be at most {MAX_SAMPLES}, got {samples}")
         if getattr(obj, "routed_dp_rank", None) is not None and link_from_env() is not None:
             raise ValueError("routed_dp_rank is not accepted here: the global router picks the worker")
     return original(self, obj, request, *args, **kwargs)
+
+
+def sample_count(obj: Any) -> int:
+    """The ``n`` a request asks for (SGLang reads it from its first sampling-params dict)."""
+    params = getattr(obj, "sampling_params", None)
+    if isinstance(params, list):
+        params = params[0] if params else None
+    n = params.get("n", 1) if isinstance(params, dict) else 1
+    return n if isinstance(n, int) and not isinstance(n, bool) else 1
 
 
 def validate_request(self: Any, obj: Any, input_ids: Any, *args: Any, **kwargs: Any) -> None:
