@@ -19,8 +19,9 @@ from fair_e2e_support import post
 from sglang_fair.harness.server import get_json, running_server
 
 pytestmark = pytest.mark.e2e
-KEYS = {"alice": "k-alice", "bob": "k-bob", "ops": "k-ops"}
+KEYS = {"alice": "k-alice", "bob": "k-bob", "carol": "k-carol", "dave": "k-dave", "ops": "k-ops"}
 A = {"Authorization": "Bearer k-alice"}
+MAX_INFLIGHT = 3
 OPS = {"Authorization": "Bearer k-ops"}
 CONTEXT = 4096
 GOOD = {"model": "m", "prompt": "the fair share", "max_tokens": 2}
@@ -32,7 +33,8 @@ def url(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     keys = tmp / "keys.txt"
     keys.write_text("".join(f"{key} {client}\n" for client, key in KEYS.items()))
     args = ("--schedule-policy", "dlpm_light", "--max-running-requests", "8", "--max-total-tokens", "20000",
-            "--context-length", str(CONTEXT), "--client-keys", str(keys), "--fairness-admins", "ops")
+            "--context-length", str(CONTEXT), "--client-keys", str(keys), "--fairness-admins", "ops",
+            "--client-max-inflight", str(MAX_INFLIGHT))
     with running_server(tiny_model, args, tmp / "server.log") as base:
         yield base
 
@@ -190,3 +192,44 @@ def test_generated_requests_never_get_a_5xx_or_break_the_server(url: str, kind: 
     check()
     still_serving(url)
     assert any(s == 200 for s, _ in seen) and any(400 <= s < 500 for s, _ in seen), seen  # both kinds ran
+
+
+def test_a_flooding_client_gets_429_and_another_is_served(url: str) -> None:
+    import concurrent.futures
+
+    carol = {"Authorization": "Bearer k-carol"}
+    long = {**GOOD, "max_tokens": 48, "ignore_eos": True}
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        flood = [pool.submit(raw, url, "/v1/completions", json.dumps(long).encode(), carol) for _ in range(8)]
+        status, _ = post(url, "/v1/completions", GOOD, A)  # alice, meanwhile
+        statuses = [f.result()[0] for f in flood]
+    assert status == 200
+    assert statuses.count(200) >= MAX_INFLIGHT and statuses.count(429) >= 1, statuses
+    assert set(statuses) <= {200, 429}, statuses
+
+
+def test_a_dropped_stream_frees_its_slot_and_is_charged_for_what_was_computed(url: str) -> None:
+    import time
+
+    dave = {"Authorization": "Bearer k-dave"}
+    body = json.dumps({**GOOD, "max_tokens": 2000, "ignore_eos": True, "stream": True}).encode()
+    host, port = url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request("POST", "/v1/completions", body=body, headers={"content-type": "application/json", **dave})
+    resp = conn.getresponse()
+    assert resp.status == 200
+    for _ in range(5):
+        resp.fp.readline()
+    conn.sock.close()  # the client goes away mid-stream
+    conn.close()
+    deadline = time.monotonic() + 30
+    while True:
+        row = get_json(url + "/fairness", headers=OPS)["clients"].get("dave", {})
+        if (row and row["running"] == 0 and row["waiting"] == 0) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert row["running"] == 0 and row["waiting"] == 0, row  # the slot is free
+    assert 0 < row["output_tokens"] < 2000, row  # stopped early, and what was produced is charged
+    extend = row["input_tokens"] - row["cached_tokens"]
+    assert row["service"] == pytest.approx(1.0 * extend + 2.0 * row["output_tokens"]), row  # w_e, w_q
+    still_serving(url)
