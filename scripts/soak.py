@@ -49,15 +49,16 @@ def memory(proc: subprocess.Popen[bytes]) -> dict[str, float]:
     out: dict[str, float] = {}
     for p in [root, *root.children(recursive=True)]:
         try:
-            name = " ".join(p.cmdline()[1:3])[-60:] or p.name()
+            name = f"{p.name()} {' '.join(p.cmdline()[1:3])}"[:60]
             out[f"{p.pid} {name}"] = round(p.memory_info().rss / 2**20, 1)
         except psutil.Error:
             continue
     return out
 
 
-def soak(model: Path, minutes: int, dp_size: int, log: Path) -> dict[str, Any]:
-    args = ["--schedule-policy", "dlpm_light", "--max-running-requests", "16", "--max-total-tokens", "60000"]
+def soak(model: Path, minutes: int, dp_size: int, log: Path, client_ttl: float) -> dict[str, Any]:
+    args = ["--schedule-policy", "dlpm_light", "--max-running-requests", "16", "--max-total-tokens", "60000",
+            "--client-ttl", str(client_ttl)]
     if dp_size > 1:
         args += ["--load-balance-method", "d2lpm"]
     procs: list[subprocess.Popen[bytes]] = []
@@ -82,10 +83,11 @@ def main() -> None:
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--minutes", type=int, default=10)
     parser.add_argument("--dp-size", type=int, default=1)
+    parser.add_argument("--client-ttl", type=float, default=600.0, help="the server's --client-ttl")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--log", type=Path, default=Path("soak-server.log"))
     args = parser.parse_args()
-    report = soak(args.model, args.minutes, args.dp_size, args.log)
+    report = soak(args.model, args.minutes, args.dp_size, args.log, args.client_ttl)
     start, end = report["memory_start"], report["memory_end"]
     for name in sorted(set(start) | set(end)):
         print(f"{name:70s} {start.get(name, '-'):>8} -> {end.get(name, '-'):>8} MiB")
