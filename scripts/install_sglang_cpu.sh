@@ -46,8 +46,13 @@ pip=("$py" -m pip install --quiet)
   tzdata==2026.6 urllib3==2.8.0 uvicorn==0.54.0 uvloop==0.23.0 watchfiles==1.3.0 wcwidth==0.9.4 \
   xgrammar==0.2.7 xxhash==4.1.0 yarl==1.25.1
 
-# 4. This package (editable when run from a checkout) so the `sglang.srt.plugins` entry point is registered.
-"${pip[@]}" --no-deps -e "$here"
+# 4. This package, so the `sglang.srt.plugins` entry point is registered: editable from the checkout, or
+#    the wheel named by SGLANG_FAIR_WHEEL (docker/Dockerfile.cpu).
+if [[ -n "${SGLANG_FAIR_WHEEL:-}" ]]; then
+  "${pip[@]}" --no-deps "$SGLANG_FAIR_WHEEL"
+else
+  "${pip[@]}" --no-deps -e "$here"
+fi
 
 # 5. Shims, installed as a .pth-loaded module in site-packages (run at interpreter start-up):
 site="$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"

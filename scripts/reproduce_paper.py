@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +23,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from sglang_fair.admission import AdmissionConfig  # noqa: E402
-from sglang_fair.metrics import summarize  # noqa: E402
+from sglang_fair.metrics import MetricsConfig, latency_window, metrics_window, summarize  # noqa: E402
 from sglang_fair.routing import RouterConfig  # noqa: E402
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
 from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
 
-PAIRS = [("round_robin", "lpm", "RR+LPM"), ("preble", "lpm", "Preble"), ("client_rr", "vtc", "VTC"),
-         ("d2lpm", "dlpm", "D²LPM")]
+PAIRS = [("round_robin", "lpm", "RR+LPM"), ("preble", "preble", "Preble"), ("client_rr", "vtc", "VTC"),
+         ("d2lpm", "dlpm", "D²LPM")]  # Preble: E2 routing + its priority wait queue (docs/simulator.md)
+METRICS = [MetricsConfig()]  # the steady-state protocol of this run (--warmup, --steady-state)
 KEYS = ("throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
         "cache_hit_rate", "max_backlogged_service_diff", "makespan_s", "retractions")
 
@@ -41,13 +43,19 @@ CAP = 256
 
 
 def simulate(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig,
-             admission: AdmissionConfig | None = None, routing: RouterConfig | None = None) -> dict[str, Any]:
+             admission: AdmissionConfig | None = None, routing: RouterConfig | None = None,
+             keys: tuple[str, ...] = KEYS) -> dict[str, Any]:
     programs = make_workload(workload, cluster.dp)
     t0 = time.perf_counter()
+    metrics = METRICS[0]
+    if metrics.steady_state and not cluster.max_time:
+        cluster = ClusterSimConfig(**{**asdict(cluster), "max_time": workload.duration})
     sim = Simulator(cluster, engine, programs, horizon=workload.duration, admission=admission,
                     routing=routing)
-    summary = summarize(sim.run())
-    out = {k: summary[k] for k in KEYS}
+    res = sim.run()
+    window = metrics_window(metrics, workload.duration, res.end_time)
+    summary = summarize(res, window, latency_window(metrics, window))
+    out = {k: summary[k] for k in keys}
     out["wall_s"] = round(time.perf_counter() - t0, 2)
     return out
 
@@ -122,7 +130,21 @@ def _log(name: str, row: dict[str, Any]) -> None:
     print(name, json.dumps(brief), flush=True)
 
 
-EXPERIMENTS = {"fig1": fig1, "fig7": fig7, "fig10": fig10, "fig11": fig11}
+def fig8(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Chatbot Arena multi-turn at D = 2 (A10 + 3B, as 000 Fig. 8): c2 and c3 heavy, c2 normal midway.
+    Rows carry per-client service and latency (not plotted yet: paper_plots renders fig1/7/10/11)."""
+    wl = WorkloadConfig(workload="arena", clients=4, duration=args.duration, time_scale=args.arena_scale,
+                        seed=args.seed)
+    rows = []
+    for router, policy, label in PAIRS:
+        cluster = ClusterSimConfig(dp=2, router=router, policy=policy)
+        rows.append({"scheduler": label, **simulate(wl, cluster, EngineConfig(preset="a10-llama3b"),
+                                                    keys=(*KEYS, "clients"))})
+        _log("fig8", {k: v for k, v in rows[-1].items() if k != "clients"})
+    return rows
+
+
+EXPERIMENTS = {"fig1": fig1, "fig7": fig7, "fig8": fig8, "fig10": fig10, "fig11": fig11}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -136,7 +158,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--qws", default="2048,8192,32768,131072")
     p.add_argument("--clients", default="5,10,20,50")
     p.add_argument("--out", default=str(ROOT / "docs"))
+    p.add_argument("--arena-scale", type=float, default=5.0,
+                   help="fig8: divide the Chatbot Arena trace's times by this (5: 12.5 conversations/s)")
+    p.add_argument("--warmup", type=float, default=0.0, help="seconds left out of the metrics")
+    p.add_argument("--steady-state", action="store_true",
+                   help="metrics over [warmup, duration] only, runs stop at --duration (docs/simulator.md)")
+    p.add_argument("--cooldown", type=float, default=0.0,
+                   help="latency over arrivals up to --duration minus this (they finish under load)")
     args = p.parse_args(argv)
+    METRICS[0] = MetricsConfig(warmup=args.warmup, steady_state=args.steady_state, cooldown=args.cooldown)
     args.dps = [int(x) for x in args.dps.split(",")]
     args.workloads = args.workloads.split(",")
     args.qus = [float(x) for x in args.qus.split(",")]
@@ -148,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.only.split(","):
         t0 = time.perf_counter()
         results[name] = {"rows": EXPERIMENTS[name](args), "wall_s": round(time.perf_counter() - t0, 1),
-                         "duration": args.duration, "seed": args.seed}
+                         "duration": args.duration, "seed": args.seed, "metrics": asdict(METRICS[0])}
         results_path.write_text(json.dumps(results, indent=1))
     from sglang_fair.sim.paper_plots import render  # needs matplotlib (the sim extra)
 

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from sglang_fair.core.cost import CostModel
 from sglang_fair.sim.backlog import BacklogRecorder
-from sglang_fair.sim.request import SimRequest
+from sglang_fair.sim.request import EngineRequest
 from support import req
 
 Spec = tuple[int, str, list[int], int, int]  # rid, client, tokens, output_len, arrival
@@ -54,7 +54,7 @@ class Workload:
         printer.text(repr(self))
 
     @property
-    def requests(self) -> list[SimRequest]:
+    def requests(self) -> list[EngineRequest]:
         """Fresh requests (a run mutates the ones it serves)."""
         out = []
         for rid, client, tokens, output, arrival in self.specs:

@@ -6,19 +6,18 @@ from dataclasses import dataclass
 
 from sglang_fair.admission import AdmissionConfig, AdmissionPolicy, make_admission_policy
 from sglang_fair.core.cost import CostModel
-from sglang_fair.metrics.ledger import ServiceLedger
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.backlog import BacklogRecorder
-from sglang_fair.sim.cluster import Cluster, ClusterConfig
-from sglang_fair.sim.request import SimRequest
+from sglang_fair.sim.lockstep import Lockstep, LockstepConfig
+from sglang_fair.sim.request import EngineRequest
 
 
-def req(rid: int, client: str, tokens: list[int], output_len: int = 1, arrival: float = 0) -> SimRequest:
-    return SimRequest(rid=rid, client=client, tokens=tokens, output_len=output_len, arrival=arrival)
+def req(rid: int, client: str, tokens: list[int], output_len: int = 1, arrival: float = 0) -> EngineRequest:
+    return EngineRequest(rid=rid, client=client, tokens=tokens, output_len=output_len, arrival=arrival)
 
 
 def run_cluster(
-    requests: list[SimRequest],
+    requests: list[EngineRequest],
     policy: str = "dlpm",
     router: str = "round_robin",
     workers: int = 1,
@@ -29,26 +28,23 @@ def run_cluster(
     cost: CostModel | None = None,
     every_worker: bool = False,
     perceived: bool = False,
-    ledger: ServiceLedger | None = None,
-) -> tuple[Cluster, BacklogRecorder]:
+) -> tuple[Lockstep, BacklogRecorder]:
     cost = cost or CostModel()
-    cluster = Cluster(
-        ClusterConfig(workers=workers, capacity=capacity, max_running=max_running),
+    cluster = Lockstep(
+        LockstepConfig(workers=workers, capacity=capacity, max_running=max_running),
         AdmissionConfig(policy=policy, quantum=quantum, cost=cost),
         RouterConfig(policy=router, num_workers=workers, quantum=router_quantum, cost=cost),
     )
-    for w in cluster.workers:
-        w.ledger = ledger
     clients = sorted({r.client for r in requests})
     recorder = BacklogRecorder(clients, cost, every_worker=every_worker, perceived=perceived)
     cluster.run(requests, recorder)
     return cluster, recorder
 
 
-def admission_order(cluster: Cluster) -> list[str]:
+def admission_order(cluster: Lockstep) -> list[str]:
     """Clients of the finished requests in the order they were admitted."""
-    done = sorted(cluster.finished, key=lambda r: (r.admitted_at, r.first_token_at, r.rid))
-    return [r.client for r in done]
+    done = sorted(cluster.records.values(), key=lambda r: (r.admitted, r.first_token, r.rid))
+    return [r.client for r in done if r.finished >= 0]
 
 
 @dataclass

@@ -166,6 +166,6 @@ def test_fig2_lpm_starves_vtc_alternates_dlpm_bounds_runs() -> None:
     runs = runs_while_light_waits(dlpm_order)
     assert max(runs) <= 6 and any(r >= 2 for r in runs)
     assert dlpm_order.index("light") < 8
-    hits = {n: sum(r.input_len - r.extend_tokens for r in c.finished) for n, c in
+    hits = {n: sum(r.cached_len for r in c.records.values()) for n, c in
             (("lpm", lpm), ("vtc", vtc), ("dlpm", dlpm))}
     assert hits["dlpm"] >= hits["vtc"]

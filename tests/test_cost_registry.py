@@ -44,10 +44,11 @@ def test_negative_lengths_are_rejected() -> None:
 
 
 def test_unknown_policy_lists_known_names() -> None:
-    known = "dlpm, dlpm_light, fcfs, lpm, vtc"
+    known = "dlpm, dlpm_light, fcfs, lpm, preble, vtc"
     with pytest.raises(ConfigError, match=rf"unknown admission policy 'lfu'; known: {known}"):
         make_admission_policy(AdmissionConfig(policy="lfu"))
-    with pytest.raises(ConfigError, match=r"known: cache_aware, client_rr, d2lpm, preble, round_robin"):
+    routers = "cache_aware, client_rr, d2lpm, d2lpm_guarded, preble, round_robin"
+    with pytest.raises(ConfigError, match=rf"known: {routers}"):
         make_routing_policy(RouterConfig(policy="random"))
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import pytest
 
 from fairness_support import COST, Run, Verdict, Workload, check_bound, contended, counterexample_found
-from sglang_fair.metrics.ledger import RequestRecord, ServiceLedger
 from sglang_fair.metrics.stats import backlog_intervals, max_backlogged_diff
 from support import run_cluster
 
@@ -128,13 +127,10 @@ def test_simulator_metric_agrees_with_the_bound_checker(policy: str) -> None:
     @PROPERTY
     @given(CLUSTER)
     def agree(w: Workload) -> None:
-        ledger = ServiceLedger(window=1.0)
         cluster, rec = run_cluster(w.requests, policy=policy, router="round_robin", workers=w.workers,
-                                   capacity=w.capacity, quantum=w.quantum, ledger=ledger)
-        end = float(cluster.step)
-        records = [RequestRecord(r.rid, r.rid, r.client, r.arrival, r.input_len, r.output_len, r.worker,
-                                 admitted=r.admitted_at if r.admitted_at is not None else -1.0)
-                   for r in cluster.finished]
+                                   capacity=w.capacity, quantum=w.quantum)
+        end, ledger = float(cluster.step), cluster.ledger
+        records = list(cluster.records.values())
         series = {c: ledger.series(c, "actual", end) for c in w.clients}
         metric = max_backlogged_diff(series, backlog_intervals(records, end), ledger.window)
         assert metric == pytest.approx(rec.max_diff(), abs=1e-6)

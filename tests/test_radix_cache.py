@@ -82,6 +82,30 @@ def test_cache_matches_reference(operations: list[tuple[str, object]]) -> None:
         assert cache.evictable_tokens == len(ref) - len(locked)
 
 
+@settings(max_examples=300, deadline=None)
+@given(ops)
+def test_eviction_order_is_a_full_scans_lru_order(operations: list[tuple[str, object]]) -> None:
+    """The lazily kept LRU heap evicts exactly the leaf a scan of the whole tree would pick: the
+    unlocked leaf with the oldest access (ties by node identity, as before it was made lazy)."""
+    cache = LocalRadixCache(capacity=1000)
+    locks: list[CacheNode] = []
+    for op, arg in operations:
+        if op == "insert":
+            cache.insert(arg)  # type: ignore[arg-type]
+        elif op == "lock":
+            node = cache.match_prefix(arg)[1]  # type: ignore[arg-type]
+            cache.lock(node)
+            locks.append(node)
+        elif op == "unlock" and locks:
+            cache.unlock(locks.pop(arg % len(locks)))  # type: ignore[operator]
+        elif op == "evict":
+            for _ in range(arg):  # type: ignore[call-overload]
+                leaves = cache._evictable_leaves()
+                oldest = min(leaves, key=lambda n: (n.last_access, id(n)), default=None)
+                expected = [] if oldest is None else [cache._path(oldest)]
+                assert [e.tokens for e in cache.evict(1)] == expected
+
+
 def test_eviction_takes_least_recently_used_leaf_first() -> None:
     cache = LocalRadixCache(capacity=100)
     cache.insert([1, 1, 1])

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from sglang_fair.admission.lpm import LpmOrdered, lpm_order
 from sglang_fair.core.radix_cache import CacheNode, LocalRadixCache
-from sglang_fair.sim.batch import EngineRequest
+from sglang_fair.sim.request import EngineRequest
 from sglang_fair.sim.waiting import WaitingQueue
 from test_radix_cache import longest, tree_prefixes
 

@@ -26,17 +26,20 @@ from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.base import Budget, R, WaitingRequest
 from sglang_fair.admission.fcfs import FCFS
 from sglang_fair.routing import RouterConfig
-from sglang_fair.sim.cluster import Cluster, ClusterConfig
-from sglang_fair.sim.engine import Worker
-from sglang_fair.sim.request import SimRequest
+from sglang_fair.sim.lockstep import Lockstep, LockstepConfig
+from sglang_fair.sim.request import EngineRequest
+from sglang_fair.sim.worker import EngineWorker
 from support import req
 
 WORKLOADS = contended(requests=(4, 20), workers=(1, 2))
 
 
-def fits_now(w: Worker, r: SimRequest) -> bool:
-    """Would ``r`` fit in its worker right now? (read-only: no clock touch, no split)."""
-    if len(w.running) >= w.max_running:
+def fits_now(w: EngineWorker, r: EngineRequest) -> bool:
+    """Would ``r`` fit in its worker right now, its whole output reserved beside the running requests'
+    remaining outputs? Requests admitted to the step in progress count as running. (Read-only: no
+    clock touch, no split.)"""
+    planned = [req for req, _ in w.plan.batch] if w.plan is not None else []
+    if len(w.running) + len(planned) >= w.config.max_running:
         return False
     node, pos, unlocked_on_path = w.cache.root, 0, 0
     while pos < r.input_len:
@@ -52,7 +55,8 @@ def fits_now(w: Worker, r: SimRequest) -> bool:
             break
         node = child
     need = r.input_len - pos + r.output_len
-    return need <= w.cache.free_tokens + w.cache.evictable_tokens - unlocked_on_path
+    future = w.future_reservation() + sum(p.output_len - p.generated for p in planned)
+    return need <= w.cache.free_tokens + w.cache.evictable_tokens - unlocked_on_path - future
 
 
 class ConservationCheck:
@@ -63,12 +67,12 @@ class ConservationCheck:
         self.violations: list[str] = []
         self.contended_steps = 0  # steps that ended admission with requests still waiting
 
-    def observe(self, phase: str, step: int, cluster: Cluster) -> None:
+    def observe(self, phase: str, step: int, cluster: Lockstep) -> None:
         if phase != "admitted":
             return
         for w in cluster.workers:
             self.contended_steps += bool(w.waiting)
-            if w.waiting and not w.running:
+            if w.waiting and w.idle():
                 self.violations.append(f"step {step}: worker {w.index} idle with {len(w.waiting)} waiting")
             if self.strict:
                 self.violations += [f"step {step}: request {r.rid} fits but waits"
@@ -99,7 +103,7 @@ class RateLimited(FCFS):
 
 def conservation_run(w: Workload, policy: str, strict: bool) -> ConservationCheck:
     admission = AdmissionConfig(policy if policy != "rate_limited" else "fcfs", w.quantum)
-    cluster = Cluster(ClusterConfig(workers=w.workers, capacity=w.capacity), admission,
+    cluster = Lockstep(LockstepConfig(workers=w.workers, capacity=w.capacity), admission,
                       RouterConfig("round_robin", num_workers=w.workers))
     if policy == "rate_limited":
         for worker in cluster.workers:

@@ -18,8 +18,8 @@ from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.metrics.stats import percentile
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.backlog import BacklogRecorder
-from sglang_fair.sim.cluster import Cluster, ClusterConfig
-from sglang_fair.sim.request import SimRequest
+from sglang_fair.sim.lockstep import Lockstep, LockstepConfig
+from sglang_fair.sim.request import EngineRequest
 
 
 @dataclass(frozen=True)
@@ -43,17 +43,17 @@ class DemoConfig:
         return [p.strip() for p in self.policies.split(",") if p.strip()]
 
 
-def build_workload(cfg: DemoConfig) -> list[SimRequest]:
+def build_workload(cfg: DemoConfig) -> list[EngineRequest]:
     rng = random.Random(cfg.seed)
     documents = [[rng.randrange(50_000) for _ in range(800)] for _ in range(4)]
-    out: list[SimRequest] = []
+    out: list[EngineRequest] = []
     for _ in range(cfg.heavy_requests):  # all at once, documents interleaved: a shared-prefix backlog
         question = [rng.randrange(50_000) for _ in range(rng.randint(10, 40))]
-        out.append(SimRequest(len(out), "heavy", rng.choice(documents) + question, rng.randint(8, 32), 0))
+        out.append(EngineRequest(len(out), "heavy", rng.choice(documents) + question, rng.randint(8, 32), 0))
     for c in range(cfg.light_clients):
         for i in range(cfg.light_requests):
             prompt = [rng.randrange(50_000) for _ in range(rng.randint(100, 300))]
-            out.append(SimRequest(len(out), f"light{c}", prompt, rng.randint(8, 32), i * 20 + c))
+            out.append(EngineRequest(len(out), f"light{c}", prompt, rng.randint(8, 32), i * 20 + c))
     for r in out:
         r.output_ids = [rng.randrange(50_000) for _ in range(r.output_len)]
     return out
@@ -61,19 +61,19 @@ def build_workload(cfg: DemoConfig) -> list[SimRequest]:
 
 def run_policy(cfg: DemoConfig, policy: str) -> dict[str, float]:
     cost = CostModel()
-    cluster = Cluster(ClusterConfig(capacity=cfg.capacity, max_running=cfg.max_running),
+    cluster = Lockstep(LockstepConfig(capacity=cfg.capacity, max_running=cfg.max_running),
                       AdmissionConfig(policy, cfg.quantum, cost), RouterConfig("round_robin"))
     requests = build_workload(cfg)
     recorder = BacklogRecorder(sorted({r.client for r in requests}), cost)
-    done = cluster.run(requests, recorder)
-    light = [r.finished_at - r.arrival + 1 for r in done if r.client != "heavy" and r.finished_at is not None]
-    input_tokens = sum(r.input_len for r in done)
-    w = cluster.workers[0]
+    cluster.run(requests, recorder)
+    light = [r.finished - r.arrival + 1 for r in cluster.records.values() if r.client != "heavy"]
+    led = cluster.ledger
+    extend = sum(t.extend_tokens for t in led.tokens.values())
     return {
         "steps": cluster.step,
-        "prefill_tokens": float(sum(r.extend_tokens for r in done)),
-        "service_per_step": sum(w.perceived.values()) / cluster.step,
-        "cache_hit_rate": 1 - sum(r.extend_tokens for r in done) / input_tokens,
+        "prefill_tokens": float(extend),
+        "service_per_step": sum(led.total(c) for c in led.clients) / cluster.step,
+        "cache_hit_rate": 1 - extend / sum(t.input_tokens for t in led.tokens.values()),
         "light_p50_steps": percentile(light, 50),
         "light_p99_steps": percentile(light, 99),
         "max_backlogged_diff": recorder.max_diff(),

@@ -47,6 +47,7 @@ from sglang_fair.routing import RoutingPolicy
 from sglang_fair_router.frontend_msgs import Submit
 from sglang_fair_router.worker_msgs import Evicted, Finished, Heartbeat
 
+PER_CLIENT_TABLES = ("deficits", "next")  # routing policies' per-client state: D²LPM's q, client_rr's turn
 SETTLE_S = 1.0  # a dispatch has surely reached a live worker's inbox this long after it was sent
 
 
@@ -114,9 +115,10 @@ class RouterState:
                 self._touch(client, now)  # a long request: look again a TTL later
                 continue
             del self.client_inflight[client], self.last_active[client]
-            deficits = getattr(self.policy, "deficits", None)  # D²LPM's q[client]; others keep none
-            if isinstance(deficits, dict):
-                deficits.pop(client, None)
+            for name in PER_CLIENT_TABLES:
+                table = getattr(self.policy, name, None)
+                if isinstance(table, dict):
+                    table.pop(client, None)
             gone.append(client)
         self.counts["forgotten_clients"] += len(gone)
         return gone

@@ -30,7 +30,7 @@ def test_bench_writes_the_sim_keys_from_a_real_server(tiny_model: Path, tmp_path
     assert doc["calls_answered"] == doc["calls_sent"] == doc["requests"]
     assert set(doc["clients"]) == {"c0", "c1"} and doc["clients"]["c0"]["misbehaving"]
     assert all(c["service"] > 0 and c["actual_service"] > 0 for c in doc["clients"].values())
-    # the children of a thought repeat its prompt and answer: SGLang's radix cache hits on them
+    # samples of a thought and programs after the first share prompts: SGLang's radix cache hits on them
     assert 0 < doc["cache_hit_rate"] < 1 and "cached_tokens" not in doc["missing"]
     assert doc["throughput"] > doc["actual_service_rate"] > 0
     assert 0 < doc["ttft_p50_s"] <= doc["e2e_p50_s"] and doc["tpot_p50_s"] > 0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sglang_fair.core.global_tree import pack_tokens
 from sglang_fair.routing import RouterConfig, make_routing_policy
 from sglang_fair_router import frontend_msgs as fm
@@ -64,3 +66,15 @@ def test_serve_passes_its_client_ttl_and_none_with_keys(tmp_path: object) -> Non
         settings = with_client_ttl(RouterSettings(), config)
         args = build_parser().parse_args(router_command(link, "d2lpm", settings, config.cost()))
         assert args.router_client_ttl == ttl
+
+
+@pytest.mark.parametrize(("policy", "table"), [("d2lpm", "deficits"), ("d2lpm_guarded", "deficits"),
+                                               ("client_rr", "next")])
+def test_every_routing_policy_forgets_its_per_client_state(policy: str, table: str) -> None:
+    s = RouterState(make_routing_policy(RouterConfig(policy, num_workers=2)), 3.0, client_ttl=TTL)
+    for i in range(50):
+        w = route(s, f"r{i}", f"c{i}", now=0.0)
+        s.feedback(wm.Finished(w, f"r{i}", 1), now=0.1)
+    assert len(getattr(s.policy, table)) == 50
+    s.expire(now=TTL + 1)
+    assert len(getattr(s.policy, table)) == 0

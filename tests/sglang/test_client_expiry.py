@@ -53,7 +53,7 @@ def test_a_forgotten_client_returns_exactly_as_a_new_id_would(policy: str) -> No
             serve_one(s, f"o{i}", "other")
         clock.now = TTL + 3
         s.expire()
-    assert "x" not in a.policy.snapshot() and "x" not in a.totals
+    assert "x" not in a.policy.snapshot() and "x" not in a.ledger.tokens
     for s in (a, b):  # both queues hold a waiting request of "other"
         s.arrive(FakeReq("p", "other", [1] * 10))
     a.arrive(FakeReq("x1", "x", [1] * 10))  # x comes back...
@@ -71,7 +71,7 @@ def test_idle_clients_are_forgotten_and_memory_stays_bounded() -> None:
     assert len(s.policy.snapshot()) == 2000
     clock.now += TTL + 1
     assert len(s.expire()) == 2000
-    assert s.policy.snapshot() == {} and not s.totals and not s.last_active
+    assert s.policy.snapshot() == {} and not s.ledger.tokens and not s.last_active
     assert s.policy.deficits == {} and s.forgotten == 2000  # type: ignore[attr-defined]
 
 

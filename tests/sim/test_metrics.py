@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+from sglang_fair.core.cost import CostModel
+from sglang_fair.core.errors import ConfigError
 from sglang_fair.metrics import (
     RequestRecord,
     ServiceLedger,
@@ -15,6 +17,7 @@ from sglang_fair.metrics import (
     max_backlogged_diff,
     percentile,
 )
+from sglang_fair.metrics.ledger import ClientTokens
 
 
 def test_jain_index_bounds() -> None:
@@ -61,14 +64,26 @@ def test_max_backlogged_diff_only_counts_common_backlog() -> None:
 
 
 def test_ledger_windows_and_totals() -> None:
-    led = ServiceLedger(window=2.0)
-    led.add(0.5, "a", 0, 10, 4)
-    led.add(2.5, "a", 1, 6, 6)
-    led.add(3.9, "b", 1, 1, 1)
-    assert led.series("a", "perceived") == [10, 6]
+    led = ServiceLedger(CostModel(w_e=1.0, w_q=3.0), window=2.0)
+    led.book(0.5, "a", 0, requests=1, input_tokens=10, cached_tokens=6, extend_tokens=4)
+    led.book(2.5, "a", 1, output_tokens=2)
+    led.book(3.9, "b", 1, extend_tokens=1)
+    assert led.series("a", "perceived") == [10, 6]  # w_e * 10 input, then w_q * 2 output
     assert led.series("a", "actual", until=5.0) == [4, 6, 0]
     assert led.total("a") == 16 and led.total("a", "perceived", 2.0, 4.0) == 6
+    assert led.total("b", "actual") == 1 and led.total("b") == 0
     assert dict(led.worker_actual[1]) == {1: 7}
+    assert led.tokens["a"] == ClientTokens(1, 10, 6, 4, 2) and led.clients == ["a", "b"]
+
+
+def test_ledger_without_windows_keeps_totals_only() -> None:
+    led = ServiceLedger(window=None)
+    led.book(7.0, "a", output_tokens=5)
+    assert led.total("a") == led.total("a", "actual") == 10.0
+    with pytest.raises(ConfigError, match="totals only"):
+        led.series("a")
+    led.forget("a")
+    assert led.total("a") == 0.0 and led.clients == []
 
 
 def test_percentile_nearest_rank_returns_a_value_that_occurred() -> None:

@@ -1,6 +1,6 @@
 """One robust ordering of 000 §6.2, with generous margins (a regression check, not a calibration).
 
-S1 Tree-of-Thoughts (c0 grows 4-branch trees, 341 calls; the others 2-branch trees, 31 calls) on two
+S1 Tree-of-Thoughts (c0 grows 4-branch trees, 340 calls; the others 2-branch trees, 30 calls) on two
 A100 workers: D²LPM (D²LPM routing + DLPM admission) isolates the well-behaved clients, RR+LPM does
 not. The paper: D²LPM has a higher Jain's index than RR+LPM and a lower well-behaved latency, at
 similar or higher throughput. The simulator shows it at this scale with seeds 0-2 (Jain +0.13 to

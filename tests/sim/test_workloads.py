@@ -39,15 +39,16 @@ def test_tot_tree_shape_and_prefix_sharing() -> None:
     cfg = WorkloadConfig(workload="tot", scenario="s1", clients=2, rate=0.5, duration=10, data_dir=NO_DATA)
     programs = make_workload(cfg)
     sizes = {p.client: len(p.calls) for p in programs}
-    assert sizes == {"c0": 341, "c1": 31}  # 000 Table 3: 4 vs 2 branches, height 4
+    assert sizes == {"c0": 340, "c1": 30}  # 000 Table 3: 4 vs 2 branches, 4 levels, forks at the root
     p = next(p for p in programs if p.client == "c1")
     run = ProgramRun(p)
-    assert run.ready() == [0]
-    child = p.calls[1]
-    assert child.deps == (0,)
-    assert run.prompt(1)[: len(run.prompt(0)) + p.calls[0].output_len] == run.prompt(0) + run.output(0)
-    assert run.prompt(1) == run.prompt(2)  # siblings: samples of the same prompt
-    assert sorted(run.finish(0)) == [1, 2]
+    assert run.ready() == [0, 1]  # the root's B samples: no call above them
+    assert run.prompt(0) == run.prompt(1)
+    child = p.calls[2]
+    assert child.deps == (0,) and p.calls[3].deps == (0,) and p.calls[4].deps == (1,)
+    assert run.prompt(2)[: len(run.prompt(0)) + p.calls[0].output_len] == run.prompt(0) + run.output(0)
+    assert run.prompt(2) == run.prompt(3)  # siblings: samples of the same prompt
+    assert sorted(run.finish(0)) == [2, 3]
 
 
 def test_tot_s2_question_ten_times_longer() -> None:
@@ -73,7 +74,8 @@ def test_judge_branch_solve_merge() -> None:
 
 
 def test_qa_single_call_ttft_and_s2_doubles_document() -> None:
-    cfg = WorkloadConfig(workload="qa", scenario="s2", clients=2, rate=0.5, duration=10, data_dir=NO_DATA)
+    cfg = WorkloadConfig(workload="qa", scenario="s2", clients=2, rate=0.5, duration=10, data_dir=NO_DATA,
+                         documents=20)
     programs = make_workload(cfg)
     assert all(len(p.calls) == 1 and p.metric == "ttft" for p in programs)
     lens = {p.client: len(ProgramRun(p).prompt(0)) for p in programs}

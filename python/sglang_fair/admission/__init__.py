@@ -1,4 +1,4 @@
-"""Admission policies, chosen by name: ``fcfs``, ``lpm``, ``vtc``, ``dlpm``, ``dlpm_light``."""
+"""Admission policies, chosen by name: ``fcfs``, ``lpm``, ``vtc``, ``dlpm``, ``dlpm_light``, ``preble``."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from sglang_fair.admission.dlpm import DLPM
 from sglang_fair.admission.dlpm_light import DLPMLight
 from sglang_fair.admission.fcfs import FCFS
 from sglang_fair.admission.lpm import LPM
+from sglang_fair.admission.preble import PrebleQueue
 from sglang_fair.admission.vtc import VTC
 from sglang_fair.core.registry import Registry
 
 ADMISSION_POLICIES: Registry[AdmissionPolicy] = Registry("admission")
-for _cls in (FCFS, LPM, VTC, DLPM, DLPMLight):
+for _cls in (FCFS, LPM, VTC, DLPM, DLPMLight, PrebleQueue):
     ADMISSION_POLICIES.register(_cls.name)(_cls)
 
 

@@ -115,6 +115,26 @@ class GlobalRadixTree:
             node = child
         return off // WIDTH, worker_set(mask)
 
+    def match_lengths(self, tokens: TokenKey) -> dict[int, int]:
+        """For every worker holding at least the first token of ``tokens``: how many leading tokens
+        it holds (its own longest match; :meth:`longest_match` gives only the best one's)."""
+        toks = pack_tokens(tokens)
+        node, off, now = self.root, 0, next(self._clock)
+        out: dict[int, int] = {}
+        while off < len(toks):
+            child = node.children.get(toks[off : off + WIDTH])
+            if child is None or not child.workers:
+                break
+            child.last_access = now
+            common = _common(child.key, toks, off)
+            off += common * WIDTH
+            for w in worker_set(child.workers):
+                out[w] = off // WIDTH
+            if common < child.length:
+                break
+            node = child
+        return out
+
     def insert(self, tokens: TokenKey, worker: int) -> int:
         """Record that ``worker`` now holds ``tokens`` (and so every prefix of it); return how many
         leading tokens it was already recorded as holding."""

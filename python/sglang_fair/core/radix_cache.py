@@ -68,6 +68,10 @@ class LocalRadixCache:
         self.evicted: list[Evicted] = []  # log of evictions, for a host to drain and report
         self._clock = itertools.count(1)
         self.listener: CacheListener | None = None
+        # evictable leaves by recency, kept lazily: an entry's time is a lower bound of the node's
+        # last access (a touch does not push; a stale entry is re-pushed when it reaches the top) and
+        # entries of nodes that are no longer evictable leaves are dropped when they reach the top
+        self._lru: list[tuple[int, int, CacheNode]] = []
 
     @property
     def free_tokens(self) -> int:
@@ -110,6 +114,7 @@ class LocalRadixCache:
         leaf = CacheNode(list(tokens[matched:]), node, len(tokens))
         leaf.last_access = next(self._clock)
         node.children[leaf.key[0]] = leaf
+        self._push_lru(leaf)
         added = len(leaf.key)
         self.cached_tokens += added
         self.evictable_tokens += added
@@ -142,6 +147,8 @@ class LocalRadixCache:
             node.ref -= 1
             if node.ref == 0:
                 self.evictable_tokens += len(node.key)
+                if not node.children:
+                    self._push_lru(node)
             node = node.parent  # type: ignore[assignment]
 
     # ---- pool -------------------------------------------------------------------------------------
@@ -161,12 +168,12 @@ class LocalRadixCache:
 
     def evict(self, n: int) -> list[Evicted]:
         """Remove least-recently-used unlocked leaves until ``n`` tokens are freed or none is left."""
-        heap = [(leaf.last_access, id(leaf), leaf) for leaf in self._evictable_leaves()]
-        heapq.heapify(heap)
         evicted: list[Evicted] = []
         freed = 0
-        while freed < n and heap:
-            _, _, leaf = heapq.heappop(heap)
+        while freed < n:
+            leaf = self._pop_lru()
+            if leaf is None:
+                break
             parent = leaf.parent
             assert parent is not None
             evicted.append(Evicted(self._path(leaf), leaf.depth - len(leaf.key)))
@@ -174,12 +181,33 @@ class LocalRadixCache:
             if self.listener is not None:
                 self.listener.on_evict(leaf)
             del parent.children[leaf.key[0]]
+            leaf.parent = None
             freed += len(leaf.key)
             self.cached_tokens -= len(leaf.key)
             self.evictable_tokens -= len(leaf.key)
             if parent is not self.root and not parent.children and parent.ref == 0:
-                heapq.heappush(heap, (parent.last_access, id(parent), parent))
+                self._push_lru(parent)
         return evicted
+
+    def _push_lru(self, node: CacheNode) -> None:
+        heapq.heappush(self._lru, (node.last_access, id(node), node))
+        if len(self._lru) > 2 * self.cached_tokens + 4096:  # mostly dead entries: rebuild from the tree
+            self._lru = [(leaf.last_access, id(leaf), leaf) for leaf in self._evictable_leaves()]
+            heapq.heapify(self._lru)
+
+    def _pop_lru(self) -> CacheNode | None:
+        """The least recently used evictable leaf, or None."""
+        heap = self._lru
+        while heap:
+            when, key, node = heap[0]
+            if node.parent is None or node.children or node.ref:  # evicted, grew children, or locked
+                heapq.heappop(heap)
+            elif when != node.last_access:  # touched since it was pushed: move it to its place
+                heapq.heapreplace(heap, (node.last_access, key, node))
+            else:
+                heapq.heappop(heap)
+                return node
+        return None
 
     def _evictable_leaves(self) -> list[CacheNode]:
         leaves, stack = [], [self.root]

@@ -19,6 +19,7 @@ from typing import Any
 from sglang_fair.core.cost import CostModel
 from sglang_fair.harness.loadgen import ClientResult, ClientSpec, Outcome, run_load
 from sglang_fair.harness.scenario import words
+from sglang_fair.metrics.ledger import ServiceLedger
 from sglang_fair.metrics.stats import jain_index, percentile
 
 
@@ -80,8 +81,12 @@ def summarize_dp(results: dict[str, ClientResult], end: float, duration: float, 
                  cost: CostModel) -> DPSummary:
     finished = {name: r.done() for name, r in results.items()}
     light = [x for name, r in results.items() if name != "heavy" for x in r.latencies(end)]
-    service = {name: sum(cost.cost(o.prompt_tokens - o.cached_tokens, o.completion_tokens) for o in outs)
-               / duration for name, outs in finished.items()}
+    ledger = ServiceLedger(cost, window=None)
+    for name, outs in finished.items():
+        for o in outs:
+            ledger.book(0.0, name, requests=1, input_tokens=o.prompt_tokens, cached_tokens=o.cached_tokens,
+                        extend_tokens=o.prompt_tokens - o.cached_tokens, output_tokens=o.completion_tokens)
+    service = {name: ledger.total(name, "actual") / duration for name in finished}
     all_done = [o for outs in finished.values() for o in outs]
     return DPSummary(
         light_p50=percentile(light, 50, nearest_rank=True),

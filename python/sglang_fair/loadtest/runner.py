@@ -140,9 +140,9 @@ class LoadRun:
 
     def result(self) -> RunResult:
         """The run so far in the simulator's record types (call after :meth:`run`)."""
-        ledger = ServiceLedger(self.window)
+        ledger = ServiceLedger(self.cost, self.window)
         for req, out in zip(self.requests, self.outcomes, strict=True):
-            _book(req, out, ledger, self.cost)
+            _book(req, out, ledger)
         return RunResult(self.requests, self.records, ledger, max(self.end_time, 1e-9), 0,
                          dict(self.cost.client_weights))
 
@@ -159,7 +159,7 @@ class LoadRun:
                   f"{tokens / max(now, 1e-9):.0f} output tok/s  errors {errors}", file=sys.stderr, flush=True)
 
 
-def _book(req: RequestRecord, out: CallOutcome, ledger: ServiceLedger, cost: CostModel) -> None:
+def _book(req: RequestRecord, out: CallOutcome, ledger: ServiceLedger) -> None:
     """Fill ``req`` from ``out`` and book its service (missing usage books nothing)."""
     req.input_len = out.prompt_tokens or 0
     req.cached_len = out.cached_tokens or 0
@@ -167,10 +167,10 @@ def _book(req: RequestRecord, out: CallOutcome, ledger: ServiceLedger, cost: Cos
     if out.first_token is not None:
         req.first_token = req.admitted = out.first_token  # admission itself is not visible to a client
         if out.prompt_tokens is not None:
-            extend = max(0, out.prompt_tokens - (out.cached_tokens or 0))
-            ledger.add(out.first_token, req.client, 0, cost.extend_cost(out.prompt_tokens),
-                       cost.extend_cost(extend))
+            cached = out.cached_tokens or 0
+            ledger.book(out.first_token, req.client, requests=1, input_tokens=out.prompt_tokens,
+                        cached_tokens=cached, extend_tokens=max(0, out.prompt_tokens - cached))
     if out.finished is not None:
         req.finished = out.finished
     for t, n in out.token_times():
-        ledger.add(t, req.client, 0, cost.output_cost(n), cost.output_cost(n))
+        ledger.book(t, req.client, output_tokens=n)

@@ -8,9 +8,11 @@ from sglang_fair.metrics.stats import (
     max_backlogged_diff,
     percentile,
 )
+from sglang_fair.metrics.steady import MetricsConfig, latency_window, metrics_window
 from sglang_fair.metrics.summary import RunResult, summarize
 
 __all__ = [
-    "ProgramRecord", "RequestRecord", "RunResult", "ServiceLedger", "all_active_interval",
-    "backlog_intervals", "jain_index", "max_backlogged_diff", "percentile", "summarize",
+    "MetricsConfig", "ProgramRecord", "RequestRecord", "RunResult", "ServiceLedger", "all_active_interval",
+    "backlog_intervals", "jain_index", "latency_window", "max_backlogged_diff", "metrics_window",
+    "percentile", "summarize",
 ]

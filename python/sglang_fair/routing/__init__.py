@@ -1,4 +1,5 @@
-"""Routing policies, chosen by name: round_robin, shortest_queue, client_rr, cache_aware, preble, d2lpm."""
+"""Routing policies, chosen by name: round_robin, shortest_queue, client_rr, cache_aware, preble, d2lpm,
+d2lpm_guarded."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ from sglang_fair.routing.base import (
     RoutingPolicy,
     least_loaded,
 )
-from sglang_fair.routing.cache_aware import CacheAware, Preble
+from sglang_fair.routing.cache_aware import CacheAware
 from sglang_fair.routing.d2lpm import D2LPM
+from sglang_fair.routing.d2lpm_guarded import D2LPMGuarded
+from sglang_fair.routing.preble import Preble
 from sglang_fair.routing.simple import ClientRoundRobin, RoundRobin, ShortestQueue
 
 ROUTING_POLICIES: Registry[RoutingPolicy] = Registry("routing")
-for _cls in (RoundRobin, ShortestQueue, ClientRoundRobin, CacheAware, Preble, D2LPM):
+for _cls in (RoundRobin, ShortestQueue, ClientRoundRobin, CacheAware, Preble, D2LPM, D2LPMGuarded):
     ROUTING_POLICIES.register(_cls.name)(_cls)
 
 

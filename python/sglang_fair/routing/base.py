@@ -49,9 +49,16 @@ class RouterConfig:
     num_workers: int = field(default=1, metadata={"help": "number of data-parallel workers"})
     quantum: float = field(default=16384.0, metadata={"help": "Q^w of D2LPM: per-worker quantum"})
     cache_threshold: float = field(default=0.3, metadata={"help": "cache_aware: match rate to exploit"})
-    balance_abs_threshold: int = field(default=64, metadata={"help": "cache_aware: max-min load"})
-    balance_rel_threshold: float = field(default=1.5, metadata={"help": "cache_aware: max/min load"})
+    balance_abs_threshold: int = field(default=64, metadata={
+        "help": "cache_aware: max-min load; d2lpm_guarded: holder's minus lightest queue"})
+    balance_rel_threshold: float = field(default=1.5, metadata={
+        "help": "cache_aware: max/min load; d2lpm_guarded: holder's / lightest queue"})
+    guard_min_match: int = field(default=64, metadata={
+        "help": "d2lpm_guarded: tokens a match needs to count as holding the prefix"})
     preble_threshold: float = field(default=0.5, metadata={"help": "preble: match ratio to exploit"})
+    preble_window: int = field(default=4096, metadata={"help": "preble: dispatches in the load window"})
+    preble_balance: float = field(default=1.5, metadata={
+        "help": "preble: load ratio (chosen / lightest) that redirects to the lightest worker"})
     max_tree_tokens: int = field(default=1 << 26, metadata={"help": "bound of the global tree"})
     cost: CostModel = field(default_factory=CostModel)
 
@@ -63,7 +70,10 @@ class RouterConfig:
             require(0 <= value <= 1, f"{name} must be in [0, 1], got {value}")
         require(self.balance_abs_threshold >= 0, "balance_abs_threshold must be >= 0")
         require(self.balance_rel_threshold >= 1, "balance_rel_threshold must be >= 1")
+        require(self.guard_min_match >= 0, f"guard_min_match must be >= 0, got {self.guard_min_match}")
         require(self.max_tree_tokens > 0, "max_tree_tokens must be > 0")
+        require(self.preble_window >= 1, f"preble_window must be >= 1, got {self.preble_window}")
+        require(self.preble_balance >= 1, f"preble_balance must be >= 1, got {self.preble_balance}")
 
 
 class NoWorkerError(RuntimeError):

@@ -1,4 +1,4 @@
-"""Cache-aware routing as the SGLang router does it, and Preble-style explore/exploit (000 §6.1).
+"""Cache-aware routing as the SGLang router does it.
 
 cache_aware: the load is each worker's unfinished requests. When the load is imbalanced
 (max - min > balance_abs_threshold and max > balance_rel_threshold * min) the least loaded worker
@@ -6,9 +6,6 @@ gets the request; otherwise, if the longest cached match covers more than cache_
 prompt, the matching worker gets it (the least loaded of them on ties); otherwise the worker whose
 tree holds the fewest tokens (the most room to cache something new). Defaults are the router's:
 0.3, 64, 1.5.
-
-preble: if the longest match covers at least preble_threshold of the prompt, exploit: the least
-loaded worker holding that match; else explore: the least loaded worker.
 """
 
 from __future__ import annotations
@@ -33,13 +30,3 @@ class CacheAware(RoutingPolicy):
         sizes = self.tree.worker_tokens
         return min(self.alive, key=lambda w: (sizes[w], w))
 
-
-class Preble(RoutingPolicy):
-    name = "preble"
-    uses_tree = True
-
-    def choose(self, req: RouteRequest) -> int:
-        matched, holders = self.tree.longest_match(req.tokens)
-        if holders and matched / max(1, token_count(req.tokens)) >= self.config.preble_threshold:
-            return least_loaded(holders, self.queue)
-        return least_loaded(self.alive, self.queue)

@@ -43,13 +43,16 @@ class D2LPM(RoutingPolicy):
             rounds = min(math.floor(-q[w] / quantum) + 1 for w in alive)
             for w in self.workers:
                 q[w] += rounds * quantum
-        _, holders = self.tree.longest_match(req.tokens)
-        candidates = [w for w in holders if q[w] > 0]  # G ∩ G_avail (holders are alive)
-        if not candidates:
-            candidates = [w for w in alive if q[w] > 0]  # G_avail
-        worker = least_loaded(candidates, self.queue)
+        worker = self.pick(req, [w for w in alive if q[w] > 0])  # G_avail
         q[worker] -= self.config.cost.extend_cost(token_count(req.tokens))
         return worker
+
+    def pick(self, req: RouteRequest, available: list[int]) -> int:
+        """Lines 7-8 and 13: the least-queued worker of G ∩ G_avail, else of G_avail (``available``,
+        the live workers where the client's counter is positive; never empty)."""
+        _, holders = self.tree.longest_match(req.tokens)
+        candidates = [w for w in available if w in holders]
+        return least_loaded(candidates or available, self.queue)
 
     def on_finish(self, worker: int, client: str, output_tokens: int) -> None:
         super().on_finish(worker, client, output_tokens)

@@ -29,15 +29,15 @@ untouched; with keys the clients are the key file's, and nothing expires (the la
 from __future__ import annotations
 
 import time
-from collections import OrderedDict, defaultdict
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
 from sglang_fair.admission import AdmissionPolicy, Budget
 from sglang_fair.admission.lpm import LpmQueue
 from sglang_fair.core.cost import CostModel
+from sglang_fair.metrics.ledger import ServiceLedger
 from sglang_fair.sglang_plugin import match_index
 from sglang_fair.sglang_plugin.match_index import INDEX_ATTR, MatchIndex
 
@@ -90,16 +90,6 @@ def client_of(req: Any) -> str:
     return key if isinstance(key, str) and key else "default"
 
 
-@dataclass
-class TokenTotals:
-    """Per-client token counts, for the endpoint and metrics (cached = radix-cache hits)."""
-
-    requests: int = 0
-    input_tokens: int = 0
-    cached_tokens: int = 0
-    output_tokens: int = 0
-
-
 class FairState:
     """The policy object and the adapters of the requests it knows (waiting or running)."""
 
@@ -112,7 +102,7 @@ class FairState:
         self.cost: CostModel = policy.cost
         self.waiting: dict[Hashable, ReqAdapter] = {}
         self.running: dict[Hashable, ReqAdapter] = {}
-        self.totals: defaultdict[str, TokenTotals] = defaultdict(TokenTotals)
+        self.ledger = ServiceLedger(self.cost, window=None)  # tokens and perceived service per client
         self._seq = 0
         self.version = 0  # bumps on every change, for the publisher
         self.queue: LpmQueue[ReqAdapter] = LpmQueue()  # the waiting requests in LPM order
@@ -211,10 +201,9 @@ class FairState:
             self.running[ad.rid] = ad
             if not ad.admitted:
                 ad.admitted = True
-                t = self.totals[ad.client]
-                t.requests += 1
-                t.input_tokens += ad.input_len
-                t.cached_tokens += ad.cached_len
+                cached = ad.cached_len
+                self.ledger.book(0.0, ad.client, requests=1, input_tokens=ad.input_len,
+                                 cached_tokens=cached, extend_tokens=ad.input_len - cached)
         for ad in tried.refused:  # matched afresh by the budget (init_next_round_input)
             if ad.rid in self.waiting:
                 self.queue.push(ad)
@@ -232,7 +221,7 @@ class FairState:
             produced = len(ad.req.output_ids)
             if produced > ad.out_seen:
                 self.policy.on_output(ad.client, produced - ad.out_seen)
-                self.totals[ad.client].output_tokens += produced - ad.out_seen
+                self.ledger.book(0.0, ad.client, output_tokens=produced - ad.out_seen)
                 ad.out_seen = produced
                 self.version += 1
             if ad.req.finished():
@@ -250,7 +239,7 @@ class FairState:
             produced = len(ad.req.output_ids)
             if produced > ad.out_seen:
                 self.policy.on_output(ad.client, produced - ad.out_seen)
-                self.totals[ad.client].output_tokens += produced - ad.out_seen
+                self.ledger.book(0.0, ad.client, output_tokens=produced - ad.out_seen)
                 ad.out_seen = produced
             self.policy.on_finish(ad)
         elif rid in self.waiting:
@@ -280,7 +269,7 @@ class FairState:
                 break
             if self.policy.forget(client):
                 del self.last_active[client]
-                self.totals.pop(client, None)
+                self.ledger.forget(client)
                 gone.append(client)
             else:  # still active (a long request) or kept by the policy: look again a TTL later
                 self._touch(client)
@@ -294,13 +283,14 @@ class FairState:
         """Per client: counter, actual and client-perceived service, waiting, running, tokens."""
         views = self.policy.snapshot()
         out: dict[str, dict[str, float | int | None]] = {}
-        for client in sorted(set(views) | set(self.totals)):
-            t = self.totals[client]
+        tokens = self.ledger.tokens
+        for client in sorted(set(views) | set(tokens)):
+            t = tokens[client]
             view = views.get(client)
             out[client] = {
                 "counter": view.counter if view else None,
                 "service": view.service if view else 0.0,
-                "perceived_service": self.cost.cost(t.input_tokens, t.output_tokens),
+                "perceived_service": self.ledger.total(client, "perceived"),
                 "waiting": view.queued if view else 0,
                 "running": view.running if view else 0,
                 "weight": self.cost.weight(client),

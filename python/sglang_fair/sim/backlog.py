@@ -18,7 +18,7 @@ from sglang_fair.core.cost import CostModel
 from sglang_fair.metrics.stats import max_drift
 
 if TYPE_CHECKING:
-    from sglang_fair.sim.cluster import Cluster
+    from sglang_fair.sim.lockstep import Lockstep
 
 
 class BacklogRecorder:
@@ -35,19 +35,17 @@ class BacklogRecorder:
         self.backlog_start: list[frozenset[str]] = []
         self.backlog_after_admit: list[frozenset[str]] = []
 
-    def _backlogged(self, cluster: Cluster) -> frozenset[str]:
+    def _backlogged(self, cluster: Lockstep) -> frozenset[str]:
         per_worker = [{r.client for r in w.waiting} for w in cluster.workers]
         if self.every_worker:
             return frozenset(set.intersection(*per_worker))
         return frozenset(set().union(*per_worker))
 
-    def observe(self, phase: str, step: int, cluster: Cluster) -> None:
+    def observe(self, phase: str, step: int, cluster: Lockstep) -> None:
         if phase == "arrived":
-            totals = {c: 0.0 for c in self.clients}
-            for w in cluster.workers:
-                for c, s in (w.perceived if self.perceived else w.service).items():
-                    totals[c] = totals.get(c, 0.0) + s
-            self.service.append({c: s / self.cost.weight(c) for c, s in totals.items()})
+            kind = "perceived" if self.perceived else "actual"
+            ledger = cluster.ledger
+            self.service.append({c: ledger.total(c, kind) / self.cost.weight(c) for c in self.clients})
             self.backlog_start.append(self._backlogged(cluster))
         elif phase == "admitted":
             self.backlog_after_admit.append(self._backlogged(cluster))

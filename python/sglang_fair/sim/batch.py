@@ -1,5 +1,5 @@
-"""What one engine step works on: requests with prefill state, step plans and outcomes, and the
-admission budget of a prefill step (SGLang's PrefillAdder)."""
+"""What one engine step works on: step plans and outcomes, and the admission budget of a prefill
+step (SGLang's PrefillAdder)."""
 
 from __future__ import annotations
 
@@ -9,26 +9,9 @@ from typing import Protocol
 
 from sglang_fair.admission import WaitingRequest
 from sglang_fair.core.radix_cache import Evicted, LocalRadixCache
+from sglang_fair.metrics.ledger import ServiceLedger
 from sglang_fair.sim.config import EngineConfig
-from sglang_fair.sim.request import SimRequest
-
-
-@dataclass(eq=False)
-class EngineRequest(SimRequest):
-    """A :class:`SimRequest` with the state of chunked prefill and retraction."""
-
-    pid: int = -1
-    call: int = -1
-    prompt_len: int = 0
-    prefilled: int = 0  # tokens of ``tokens`` whose KV exists (reused prefix + computed chunks)
-    extend_reserved: int = 0  # pool tokens reserved for the uncached input
-    prefills: int = 0  # completed prefills (more than 1 after a retraction)
-    key: object = None  # equal prompts share a key object (None after a retraction): one match for all
-    sync_clock: int = 0  # while running: the worker's decode clock when generated/reserved were last updated
-    finish_clock: int = 0  # while running: the decode clock at which the request produces its last token
-
-    def full_sequence(self) -> list[int]:
-        return self.tokens[: self.prompt_len] + self.output_ids[: self.generated]
+from sglang_fair.sim.request import EngineRequest
 
 
 @dataclass
@@ -59,6 +42,23 @@ class StepOutcome:
     step_ends: list[float] = field(default_factory=list)  # decode: end of each step after the start
     step_output: Counter[str] = field(default_factory=Counter)  # decode: output tokens per step
 
+    def book(self, ledger: ServiceLedger, now: float, worker: int, started: float) -> None:
+        """Book the step's work into ``ledger`` at ``now``; several decode steps (planned at
+        ``started``) book each step's tokens in the window in which that step ended."""
+        for client, n in self.extend.items():
+            ledger.book(now, client, worker, extend_tokens=n)
+        if self.step_ends and ledger.keeps_windows:
+            window = ledger.window
+            for k, steps in Counter(int((started + end) / window) for end in self.step_ends).items():
+                for client, n in self.step_output.items():
+                    ledger.book((k + 0.5) * window, client, worker, output_tokens=n * steps)
+        else:
+            for client, n in self.output.items():
+                ledger.book(now, client, worker, output_tokens=n)
+        for req in self.prefilled:
+            ledger.book(now, req.client, worker, requests=1, input_tokens=req.prompt_len,
+                        cached_tokens=req.cached_len)
+
 
 class BudgetHost(Protocol):
     """What a :class:`StepBudget` reads and reserves of its worker (``sim.worker.EngineWorker``)."""
@@ -78,13 +78,23 @@ class StepBudget:
         self.w = worker
         self.tokens_left = tokens
         self.running = running
-        cache = worker.cache
-        self.mem_left = cache.free_tokens + cache.evictable_tokens - worker.future_reservation()
+        self.committed = worker.future_reservation()  # output the pool must still hold room for
         self.batch: list[tuple[EngineRequest, int]] = []
         self.chunk_taken = worker.chunked is not None
+        self.stopped = False  # a request did not fit: SGLang's scheduler admits nothing more this step
+
+    def mem_left(self) -> float:
+        """Free + evictable tokens (locked prefixes are not evictable) minus the outputs committed."""
+        cache = self.w.cache
+        return cache.free_tokens + cache.evictable_tokens - self.committed
 
     def exhausted(self) -> bool:
-        return self.running >= self.w.config.max_running or self.tokens_left <= 0 or self.mem_left <= 0
+        return (self.stopped or self.running >= self.w.config.max_running or self.tokens_left <= 0
+                or self.mem_left() <= 0)
+
+    def _refuse(self) -> bool:
+        self.stopped = not self.w.config.skip_misfits
+        return False
 
     def try_add(self, req: WaitingRequest) -> bool:
         assert isinstance(req, EngineRequest)
@@ -93,18 +103,18 @@ class StepBudget:
             return False
         cached, node = w.cache.match_prefix(req.tokens)  # evictions for earlier admissions may shorten it
         extend = req.input_len - cached
-        need = extend + req.output_len - req.generated  # a new request reserves all its output
-        if need > self.mem_left or (extend > self.tokens_left and self.chunk_taken):
-            return False
-        w.cache.lock(node)
-        if not w.reserve(extend):
+        output = req.output_len - req.generated  # a new request reserves all its output
+        if extend > self.tokens_left and self.chunk_taken:
+            return self._refuse()
+        w.cache.lock(node)  # the reused prefix is no longer evictable (SGLang pins it to check)
+        if extend + output > self.mem_left() or not w.reserve(extend):
             w.cache.unlock(node)
-            return False
+            return self._refuse()
         req.node, req.cached_len, req.prefilled, req.extend_reserved = node, cached, cached, extend
         chunk = min(extend, self.tokens_left)
         self.chunk_taken = self.chunk_taken or chunk < extend
         self.batch.append((req, chunk))
         self.tokens_left -= max(chunk, 1)
-        self.mem_left -= need
+        self.committed += output
         self.running += 1
         return True

@@ -2,7 +2,9 @@
 
 Reports simulated requests (LLM calls) per CPU second, simulated seconds per wall second
 (the issue's target: at least 100x real time for D=8 Tree-of-Thoughts) and the time to build the
-workload, for one router:policy pair.
+workload, for one router:policy pair. ``--requests 10000,100000,1000000`` runs one bench per size,
+each with arrivals lasting as long as the offered load needs to send that many requests (measured
+on a 60 s sample of the workload), and prints one JSON line per size as it finishes.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from typing import Any
 
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
@@ -49,11 +52,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--router", default="d2lpm")
     p.add_argument("--policy", default="dlpm")
     p.add_argument("--source", default="mtbench")
+    p.add_argument("--requests", default="", help="comma-separated request counts (sizes the duration)")
     args = p.parse_args(argv)
     workload = WorkloadConfig(workload=args.workload, scenario=args.scenario, clients=args.clients,
                               rate=args.rate, duration=args.duration, source=args.source)
     cluster = ClusterSimConfig(dp=args.dp, router=args.router, policy=args.policy)
-    print(json.dumps(bench(workload, cluster, EngineConfig()), indent=2))
+    if not args.requests:
+        print(json.dumps(bench(workload, cluster, EngineConfig()), indent=2))
+        return 0
+    per_s = call_count(make_workload(replace(workload, duration=60.0), cluster.dp)) / 60.0
+    for n in (int(x) for x in args.requests.split(",")):
+        sized = replace(workload, duration=round(n / per_s, 1))
+        print(json.dumps({"target_requests": n, **bench(sized, cluster, EngineConfig())}), flush=True)
     return 0
 
 

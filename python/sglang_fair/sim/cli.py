@@ -19,7 +19,7 @@ from sglang_fair.admission import ADMISSION_POLICIES, AdmissionConfig
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
-from sglang_fair.metrics import RunResult, summarize
+from sglang_fair.metrics import MetricsConfig, RunResult, latency_window, metrics_window, summarize
 from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.report import (
@@ -43,6 +43,7 @@ def register(subparsers: Any) -> None:
     add_flags(p, AdmissionConfig, skip=("policy", "cost"))  # --fair-quantum, as in serve
     add_flags(p, RouterConfig, skip=("policy", "num_workers", "cost"))  # --router-quantum, ...
     add_flags(p, CostModel)  # --w-e, --w-q, --client-weights
+    add_flags(p, MetricsConfig)  # --warmup, --steady-state, --cooldown
     p.add_argument("--compare", default="", help='router:policy pairs, e.g. "round_robin:lpm,d2lpm:dlpm"')
     add_output_flags(p)
     p.set_defaults(func=main)
@@ -66,8 +67,13 @@ def parse_pairs(text: str, default: tuple[str, str]) -> list[tuple[str, str]]:
 def run_pairs(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig,
               pairs: list[tuple[str, str]], cost: CostModel, progress: bool = False,
               admission: AdmissionConfig | None = None, routing: RouterConfig | None = None,
+              metrics: MetricsConfig | None = None,
               ) -> tuple[dict[str, dict[str, Any]], dict[str, RunResult]]:
-    """Simulate each (router, policy) pair on the same seeded workload."""
+    """Simulate each (router, policy) pair on the same seeded workload; with ``metrics`` the summary
+    covers its steady-state window (and a steady-state run stops at the end of the arrivals)."""
+    metrics = metrics or MetricsConfig()
+    if metrics.steady_state and not cluster.max_time:
+        cluster = ClusterSimConfig(**{**asdict(cluster), "max_time": workload.duration})
     programs = make_workload(workload, cluster.dp)
     summaries: dict[str, dict[str, Any]] = {}
     results: dict[str, RunResult] = {}
@@ -79,7 +85,8 @@ def run_pairs(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: Engin
         sim = Simulator(cfg, engine, programs, cost, horizon=workload.duration, admission=admission,
                         routing=routing)
         res = sim.run(stderr_progress(workload.duration) if progress else None)
-        summaries[f"{router}:{policy}"] = summarize(res)
+        window = metrics_window(metrics, workload.duration, res.end_time)
+        summaries[f"{router}:{policy}"] = summarize(res, window, latency_window(metrics, window))
         results[f"{router}:{policy}"] = res
     return summaries, results
 
@@ -91,8 +98,10 @@ def main(args: argparse.Namespace) -> int:
     cost = from_flags(CostModel, args)
     admission = from_flags(AdmissionConfig, args, cost=cost)
     routing = from_flags(RouterConfig, args, cost=cost)
+    metrics = from_flags(MetricsConfig, args)
     pairs = parse_pairs(args.compare, (cluster.router, cluster.policy))
-    summaries, results = run_pairs(workload, cluster, engine, pairs, cost, args.progress, admission, routing)
+    summaries, results = run_pairs(workload, cluster, engine, pairs, cost, args.progress, admission, routing,
+                                   metrics)
     print(format_table(summaries))
     if len(summaries) == 1:
         print()
@@ -101,7 +110,7 @@ def main(args: argparse.Namespace) -> int:
         docs = {name: dict(doc, service_series=service_series(results[name]))
                 for name, doc in summaries.items()}
         config = {"workload": asdict(workload), "cluster": asdict(cluster), "engine": asdict(engine),
-                  "admission": asdict(admission), "routing": asdict(routing),
+                  "admission": asdict(admission), "routing": asdict(routing), "metrics": asdict(metrics),
                   "tokenizer": make_tokenizer(workload.data, workload.seed).name}
         _write_json(Path(args.json), docs, bool(args.compare), config)
     if args.plot_dir:

@@ -31,6 +31,17 @@ class EngineConfig:
         "help": "requests sent with ignore_eos: SGLang then reserves all their remaining output"})
     retract_steps: int = field(default=1, metadata={
         "help": "decode steps of room retraction makes (SGLang 0.5.23: 1, check_decode_mem)"})
+    skip_misfits: bool = field(default=False, metadata={
+        "help": "admission goes on past a request that does not fit (the papers' model); off: as SGLang's "
+                "scheduler, it stops at the first one (add_one_req's NO_TOKEN/OTHER end the step)"})
+    mixed_chunk: bool = field(default=False, metadata={
+        "help": "running requests decode inside prefill steps (SGLang's --enable-mixed-chunk); the "
+                "chunk budget shrinks by the running batch"})
+    retry_every: int = field(default=4, metadata={
+        "help": "simulator: a failed admission is retried after this many steps even if nothing "
+                "changed (fairness counters move as tokens are charged); 1 = at every step"})
+    max_decode_steps: int = field(default=64, metadata={
+        "help": "simulator: decode steps simulated as one event when nothing else can happen meanwhile"})
     step_model: str = field(
         default="", metadata={"help": "JSON of fitted coefficients (python -m sglang_fair.sim.fit)"})
 
@@ -46,6 +57,8 @@ class EngineConfig:
                 f"min_ratio_factor must be in [0, 1], got {self.min_ratio_factor}")
         require(self.ratio_decay_steps >= 1, f"ratio_decay_steps must be >= 1, got {self.ratio_decay_steps}")
         require(self.retract_steps >= 1, f"retract_steps must be >= 1, got {self.retract_steps}")
+        require(self.retry_every >= 1, f"retry_every must be >= 1, got {self.retry_every}")
+        require(self.max_decode_steps >= 1, f"max_decode_steps must be >= 1, got {self.max_decode_steps}")
 
 
 def resolve_engine(engine: EngineConfig, kv_tokens: int) -> EngineConfig:

@@ -1,4 +1,9 @@
-"""A simulated request: what the policies read, plus what the engine tracks while it runs."""
+"""A simulated request: what the policies read, plus what the engine tracks while it runs.
+
+One type serves both drivers of the engine (the event-driven :class:`~sglang_fair.sim.simulator.
+Simulator` and the lock-step :class:`~sglang_fair.sim.lockstep.Lockstep`); what a run reports about a
+request (times, cache hits) lives in its :class:`~sglang_fair.metrics.ledger.RequestRecord`.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +13,9 @@ from sglang_fair.core.radix_cache import CacheNode
 
 
 @dataclass(eq=False)
-class SimRequest:
-    """One LLM call. ``tokens`` is the prompt; ``output_ids`` the tokens it will produce."""
+class EngineRequest:
+    """One LLM call. ``tokens`` is the prompt (after a retraction: prompt + output so far);
+    ``output_ids`` the tokens it will produce."""
 
     rid: int
     client: str
@@ -17,15 +23,23 @@ class SimRequest:
     output_len: int
     arrival: float
     output_ids: list[int] = field(default_factory=list)
+    pid: int = -1  # the program it belongs to (-1: none)
+    call: int = -1  # its index among the program's calls
+    prompt_len: int = 0  # the original prompt's length (0: len(tokens))
     cached_len: int = 0  # prefix held by the worker's cache when last matched
     generated: int = 0
     worker: int = -1
     reserved: int = 0  # pool tokens held outside the tree
     node: CacheNode | None = None  # locked cache path of the reused prefix
-    admitted_at: float | None = None
-    first_token_at: float | None = None
-    finished_at: float | None = None
-    extend_tokens: int = 0  # input tokens actually prefilled
+    prefilled: int = 0  # tokens of ``tokens`` whose KV exists (reused prefix + computed chunks)
+    extend_reserved: int = 0  # pool tokens reserved for the uncached input
+    prefills: int = 0  # completed prefills (more than 1 after a retraction)
+    key: object = None  # equal prompts share a key object (None after a retraction): one match for all
+    sync_clock: int = 0  # while running: the worker's decode clock when generated/reserved were last updated
+    finish_clock: int = 0  # while running: the decode clock at which the request produces its last token
+
+    def __post_init__(self) -> None:
+        self.prompt_len = self.prompt_len or len(self.tokens)
 
     @property
     def input_len(self) -> int:
@@ -34,3 +48,6 @@ class SimRequest:
     @property
     def done(self) -> bool:
         return self.generated >= self.output_len
+
+    def full_sequence(self) -> list[int]:
+        return self.tokens[: self.prompt_len] + self.output_ids[: self.generated]

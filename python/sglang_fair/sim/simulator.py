@@ -24,9 +24,10 @@ from sglang_fair.core.cost import CostModel
 from sglang_fair.core.radix_cache import Evicted
 from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
 from sglang_fair.routing import RouterConfig, make_routing_policy
-from sglang_fair.sim.batch import EngineRequest, StepOutcome
+from sglang_fair.sim.batch import StepOutcome
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig, resolve_engine
 from sglang_fair.sim.fit import load_model
+from sglang_fair.sim.request import EngineRequest
 from sglang_fair.sim.steptime import StepTimeModel, preset
 from sglang_fair.sim.worker import EngineWorker
 from sglang_fair.workloads import Program, ProgramRun
@@ -61,7 +62,7 @@ class Simulator:
         self.programs = programs
         last = max((p.arrival for p in programs), default=0.0)
         self.max_time = cluster.max_time or 20 * (horizon if horizon is not None else max(last, 1.0))
-        self.ledger = ServiceLedger(cluster.window)
+        self.ledger = ServiceLedger(self.cost, cluster.window)
         self.requests: list[RequestRecord] = []
         self.records = [
             ProgramRecord(p.pid, p.client, p.arrival, len(p.calls), p.misbehaving, p.metric) for p in programs
@@ -165,24 +166,9 @@ class Simulator:
         self._start(worker)
 
     def _account(self, worker: EngineWorker, out: StepOutcome) -> None:
-        cost, led, now, w = self.cost, self.ledger, self.now, worker.index
-        for client, n in out.extend.items():
-            led.add(now, client, w, 0.0, cost.extend_cost(n))
-        if out.step_ends:  # several decode steps: count each step's tokens in its own window
-            start, window = self._started[w], led.window
-            steps_in: dict[int, int] = {}
-            for end in out.step_ends:
-                k = int((start + end) / window)
-                steps_in[k] = steps_in.get(k, 0) + 1
-            for k, steps in steps_in.items():
-                t = (k + 0.5) * window
-                for client, n in out.step_output.items():
-                    led.add(t, client, w, cost.output_cost(n * steps), cost.output_cost(n * steps))
-        else:
-            for client, n in out.output.items():
-                led.add(now, client, w, cost.output_cost(n), cost.output_cost(n))
+        now, w = self.now, worker.index
+        out.book(self.ledger, now, w, self._started[w])
         for req in out.prefilled:
-            led.add(now, req.client, w, cost.extend_cost(req.prompt_len), 0.0)
             rec = self.requests[req.rid]
             rec.first_token = now
             prog = self.records[req.pid]

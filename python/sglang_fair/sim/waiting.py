@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from sglang_fair.admission.lpm import LpmQueue
 from sglang_fair.core.buckets import unlink
 from sglang_fair.core.radix_cache import CacheNode, LocalRadixCache
-from sglang_fair.sim.batch import EngineRequest
+from sglang_fair.sim.request import EngineRequest
 
 Stop = tuple[CacheNode, int]  # (node a match ends at, the request's next token)
 

@@ -27,10 +27,10 @@ is in progress); otherwise every running request decodes one token.
   backends).
 - Requests that reach a busy worker wait in an inbox until the step ends (SGLang receives requests
   between steps). Decode steps that nothing can interrupt (no finish, no retraction, nothing new to
-  admit) run as one event of up to ``MAX_DECODE_STEPS`` steps, cut short at the next step boundary
+  admit) run as one event of up to ``max_decode_steps`` steps, cut short at the next step boundary
   if a request arrives; the result is the same as stepping one by one (tests check it). A failed
   admission is retried only after something changed (arrival, finish, retraction, prefill) or every
-  ``RETRY_EVERY`` steps (fairness counters move as tokens are charged). Decode progress of running
+  ``retry_every`` steps (fairness counters move as tokens are charged). Decode progress of running
   requests is kept by a per-worker decode clock and applied to a request (``generated``,
   ``reserved``) only when it finishes or is retracted, so a decode event costs O(finished), not
   O(running), beyond one C-level scan of the batch.
@@ -43,15 +43,14 @@ import bisect
 from sglang_fair.admission import AdmissionPolicy
 from sglang_fair.core.errors import require
 from sglang_fair.core.radix_cache import Evicted, LocalRadixCache
-from sglang_fair.sim.batch import EngineRequest, StepBudget, StepOutcome, StepPlan
+from sglang_fair.sim.batch import StepBudget, StepOutcome, StepPlan
 from sglang_fair.sim.config import EngineConfig
+from sglang_fair.sim.request import EngineRequest
 from sglang_fair.sim.running import RunningBatch
 from sglang_fair.sim.steptime import StepShape, StepTimeModel
 from sglang_fair.sim.waiting import WaitingQueue
 
 EVICT_BATCH = 4096  # tokens freed at least per eviction (SGLang evicts exactly what it needs)
-RETRY_EVERY = 4  # a failed admission is retried after this many steps even if nothing changed
-MAX_DECODE_STEPS = 64  # decode steps run as one event when nothing else can happen meanwhile
 RETRACT_DECODE_STEPS = 20  # SGLANG_RETRACT_DECODE_STEPS: the ratio estimate after a retraction
 
 
@@ -139,20 +138,24 @@ class EngineWorker:
             self._accept(req)
         self.inbox.clear()
         self.plan = self._plan_prefill() or self._plan_decode()
-        if self.plan is None:  # idle: SGLang resets the ratio
-            self.ratio = self.config.new_token_ratio
+        if self.plan is None:  # idle: SGLang resets the ratio; a host that steps idle workers (the
+            self.ratio = self.config.new_token_ratio  # lock-step driver) counts the step as stale
+            self._stale += 1
         return self.plan
 
     def _plan_prefill(self) -> StepPlan | None:
-        if self.chunked is None and not (self.waiting and (self._dirty or self._stale >= RETRY_EVERY)):
+        retry = self._dirty or self._stale >= self.config.retry_every
+        if self.chunked is None and not (self.waiting and retry):
             return None
-        budget = StepBudget(self, self.config.chunk_size, len(self.running) + (1 if self.chunked else 0))
+        running = len(self.batch)
+        mixed = self.config.mixed_chunk and running > 0
+        tokens = max(1, self.config.chunk_size - running) if mixed else self.config.chunk_size
+        budget = StepBudget(self, tokens, running + (1 if self.chunked else 0))
         if self.chunked is not None:
             req = self.chunked
             chunk = min(req.input_len - req.prefilled, budget.tokens_left)
             budget.batch.append((req, chunk))
             budget.tokens_left -= chunk
-        retry = self._dirty or self._stale >= RETRY_EVERY
         if self.waiting and retry and not budget.exhausted():
             admitted = self.policy.select(self.waiting.view(), budget)
             if admitted:
@@ -161,27 +164,32 @@ class EngineWorker:
                 self._dirty, self._stale = False, 0
         if not budget.batch:
             return None
+        cache, batch = self.cache, budget.batch
+        # mixed: the running requests decode in this step if the pool has room (SGLang's
+        # check_decode_mem after admission); otherwise they sit out, unretracted
+        decoding = running if mixed and cache.free_tokens + cache.evictable_tokens >= running else 0
+        decode_context = self.batch.context if decoding else 0
         shape = StepShape(
-            requests=len(budget.batch),
-            new_tokens=sum(n for _, n in budget.batch),
-            context_tokens=sum(r.prefilled + n for r, n in budget.batch),
-            attention_pairs=sum(n * (r.prefilled + n / 2) for r, n in budget.batch),
+            requests=len(batch) + decoding,
+            new_tokens=sum(n for _, n in batch) + decoding,
+            context_tokens=sum(r.prefilled + n for r, n in batch) + decode_context,
+            attention_pairs=sum(n * (r.prefilled + n / 2) for r, n in batch) + decode_context,
             prefill=True,
         )
-        return StepPlan("prefill", budget.batch, [self.model.step_time(shape)])
+        return StepPlan("prefill", batch, [self.model.step_time(shape)], decoding=decoding)
 
     def _plan_decode(self) -> StepPlan | None:
-        if not self.running:
+        if not self.batch:
             return None
         self._make_decode_room()
-        if not self.running:
+        if not self.batch:
             return self._plan_prefill()
-        n = len(self.running)
+        n = len(self.batch)
         cache = self.cache
         k = min(
             self.batch.steps_to_first_finish(),  # until the first finish
             (cache.free_tokens + cache.evictable_tokens) // n,  # no retraction on the way
-            RETRY_EVERY if self.waiting else MAX_DECODE_STEPS,  # admission is retried meanwhile
+            self.config.retry_every if self.waiting else self.config.max_decode_steps,
         )
         k = max(1, k)
         ends, t, context = [], 0.0, self.batch.context
@@ -193,7 +201,7 @@ class EngineWorker:
     def _make_decode_room(self) -> None:
         """Retract running requests until the rest has room for ``retract_steps`` decode steps."""
         cache = self.cache
-        if cache.free_tokens + cache.evictable_tokens >= len(self.running):
+        if cache.free_tokens + cache.evictable_tokens >= len(self.batch):
             return
         self.batch.sync_all()
         order = sorted(self.running, key=lambda r: (r.generated, -r.input_len), reverse=True)
@@ -240,6 +248,8 @@ class EngineWorker:
         return out
 
     def _complete_prefill(self, plan: StepPlan, out: StepOutcome) -> None:
+        if plan.decoding:  # a mixed step: the running requests decode first
+            self._decode(1, out)
         for req, chunk in plan.batch:
             req.prefilled += chunk
             out.extend[req.client] += chunk
@@ -265,14 +275,17 @@ class EngineWorker:
                 self.batch.enter(req)
 
     def _complete_decode(self, plan: StepPlan, out: StepOutcome) -> None:
-        k, n = plan.steps, plan.decoding
-        require(n == len(self.running), "internal: the running batch changed during a decode step")
-        require(self.reserve(n * k), "internal: decode reservation failed")
+        require(plan.decoding == len(self.batch), "internal: the batch changed during a decode step")
+        self._decode(plan.steps, out)
+        out.step_ends = plan.ends[: plan.steps]
+
+    def _decode(self, k: int, out: StepOutcome) -> None:
+        """``k`` decode steps of the running batch: one token and one KV slot per request per step."""
+        require(self.reserve(len(self.batch) * k), "internal: decode reservation failed")
         out.step_output.update({c: m for c, m in self.batch.clients.items() if m})
         for client, m in out.step_output.items():
             out.output[client] += m * k
         out.finished.extend(self.batch.advance(k))
-        out.step_ends = plan.ends[:k]
         self.ratio = max(self.min_ratio, self.ratio - k * self.ratio_decay)
 
     def _emit(self, req: EngineRequest, out: StepOutcome) -> None:

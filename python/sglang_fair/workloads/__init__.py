@@ -3,7 +3,9 @@
 ``make_workload(config, dp)`` returns every program, sorted by arrival. Synthetic workloads (tot,
 judge, qa, multiturn/mtbench) draw per-client Gamma arrivals at ``config.rate`` programs per second,
 or, when it is 0, at a default that scales with the number of workers ``dp`` (000 §6.1: "the
-request rate increasing as the number of GPUs scales"). Trace workloads replay their timestamps.
+request rate increasing as the number of GPUs scales"). Trace workloads replay their timestamps;
+``arena`` (000 Fig. 8) replays the Chatbot Arena request times, rescaled by ``time_scale``.
+Every generator is a function of the config alone (seeded by ``config.seed``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sglang_fair.core.errors import ConfigError
-from sglang_fair.workloads import judge, multiturn, qa, tot
+from sglang_fair.workloads import arena, judge, multiturn, qa, tot
 from sglang_fair.workloads.arrivals import gamma_arrivals
 from sglang_fair.workloads.config import WorkloadConfig
 from sglang_fair.workloads.program import Call, OutputOf, Program, ProgramRun, PromptOf, call_count
@@ -32,19 +34,21 @@ def make_workload(config: WorkloadConfig, dp: int = 1) -> list[Program]:
             path = config.data / SOURCE_FILES[config.source]
         return _renumber(load_trace(config, path))
     tok = make_tokenizer(config.data, config.seed)
+    if config.workload == "arena":
+        return _renumber(arena.make_programs(config, tok))
     data_rng = seeded_rng("data", config.seed)
     per_client = config.rate or DEFAULT_RATE_PER_WORKER[config.workload] * dp / config.clients
     programs: list[Program] = []
     questions = tot.load_questions(config, tok, data_rng) if config.workload == "tot" else []
-    docs = qa.load_documents(config, tok, data_rng) if config.workload == "qa" else []
+    docs = qa.make_documents(config, tok, data_rng) if config.workload == "qa" else []
     turns = multiturn.load_turns(config, tok, data_rng) if config.workload == "multiturn" else []
-    for ci, client in enumerate(config.client_names()):
+    for client in config.client_names():
         rate = per_client
         if config.misbehaving(client) and config.scenario == "s1" and config.workload in ("qa", "multiturn"):
             rate *= qa.S1_RATE_FACTOR
         times = gamma_arrivals(seeded_rng("arrivals", config.seed, client), rate, config.cv, config.duration)
         rng = seeded_rng("programs", config.seed, client)
-        for n, t in enumerate(times):
+        for t in times:
             pid = len(programs)
             if config.workload == "tot":
                 q = questions[rng.randrange(len(questions))]
@@ -52,7 +56,7 @@ def make_workload(config: WorkloadConfig, dp: int = 1) -> list[Program]:
             elif config.workload == "judge":
                 programs.append(judge.make_program(config, pid, client, t, tok, rng))
             elif config.workload == "qa":
-                programs.append(qa.make_program(config, pid, client, t, n + ci, docs, tok))
+                programs.append(qa.make_program(config, pid, client, t, docs, tok, rng))
             else:
                 conv = turns[rng.randrange(len(turns))]
                 programs.append(multiturn.make_program(config, pid, client, t, conv, tok, rng))

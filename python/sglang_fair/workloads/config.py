@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sglang_fair.core.errors import require
 
-WORKLOADS = ("tot", "judge", "qa", "multiturn", "trace")
+WORKLOADS = ("tot", "judge", "qa", "multiturn", "arena", "trace")
 SCENARIOS = ("none", "s1", "s2")
 SOURCES = ("mtbench", "mooncake", "vtc")
 DEFAULT_DATA_DIR = str(Path(__file__).resolve().parents[3].parent / "shared" / "data")
@@ -35,9 +35,12 @@ class WorkloadConfig:
         default="mtbench", metadata={"help": "multiturn source", "choices": SOURCES}
     )
     branches: int = field(default=2, metadata={"help": "Tree-of-Thoughts branches (S1: c0 uses 2x)"})
-    depth: int = field(default=4, metadata={"help": "Tree-of-Thoughts height"})
+    depth: int = field(default=4, metadata={"help": "Tree-of-Thoughts levels (SGLang's benchmark: 4)"})
+    documents: int = field(default=200, metadata={
+        "help": "qa: distinct documents, LooGLE lengths (200 x ~21K tokens: ~11 A100 KV pools)"})
     dimensions: int = field(default=2, metadata={"help": "LLM-as-a-Judge dimensions (S1: c0 uses 8x)"})
-    time_scale: float = field(default=1.0, metadata={"help": "trace replay: divide arrival times by this"})
+    time_scale: float = field(default=1.0, metadata={
+        "help": "trace replay and arena: divide arrival times by this (arena: 2.5x this conversations/s)"})
     data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "the shared data directory"})
 
     def __post_init__(self) -> None:
@@ -50,7 +53,8 @@ class WorkloadConfig:
         require(self.cv > 0, f"cv must be > 0, got {self.cv}")
         require(self.duration > 0, f"duration must be > 0, got {self.duration}")
         require(self.branches >= 1, f"branches must be >= 1, got {self.branches}")
-        require(self.depth >= 0, f"depth must be >= 0, got {self.depth}")
+        require(self.depth >= 1, f"depth must be >= 1, got {self.depth}")
+        require(self.documents >= 1, f"documents must be >= 1, got {self.documents}")
         require(self.dimensions >= 1, f"dimensions must be >= 1, got {self.dimensions}")
         require(self.time_scale > 0, f"time_scale must be > 0, got {self.time_scale}")
         require(self.workload != "trace" or bool(self.trace_file), "--workload trace needs --trace-file")
@@ -58,6 +62,10 @@ class WorkloadConfig:
             self.scenario == "none" or self.clients >= 2,
             f"scenario {self.scenario} needs at least 2 clients (c0 misbehaves)",
         )
+        require(self.workload != "arena" or self.clients >= 4,
+                "--workload arena needs at least 4 clients (000 Fig. 8: c2 and c3 send more)")
+        require(self.workload != "arena" or self.scenario == "none",
+                "--workload arena has its own misbehaving clients (c2, c3): leave --scenario at none")
 
     @property
     def data(self) -> Path:

@@ -3,7 +3,7 @@
 A :class:`Call` describes its prompt as a sequence of parts: literal token ids, ``PromptOf(i)`` (the
 whole prompt of call ``i``) or ``OutputOf(i)`` (the tokens call ``i`` generated). A call may start
 only when every call in ``deps`` has finished (closed loop). Prompts are materialized lazily by
-:class:`ProgramRun`, so a 341-call tree does not hold every prompt at once. Generated output ids are
+:class:`ProgramRun`, so a 340-call tree does not hold every prompt at once. Generated output ids are
 a seeded function of (seed, program, call), so a run is reproducible and a child's prompt shares
 its parent's prompt and output exactly.
 """

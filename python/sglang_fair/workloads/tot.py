@@ -1,9 +1,12 @@
-"""Tree-of-Thoughts on GSM8K (000 §6.1, Fig. 6): a tree of height ``depth`` with B branches.
+"""Tree-of-Thoughts on GSM8K as SGLang's ``tree_of_thought_deep`` benchmark runs it (000 §6.1, Fig. 6).
 
-Every node's prompt is its parent's prompt + the parent's output + a step instruction; siblings
-share their whole prompt (they are samples of the same prompt, SGLang's ``fork``), and a child starts
-only when its parent finishes. S1: c0 grows trees of 2B branches (B=2: 31 calls vs 341 calls at
-B=4, as Table 3). S2: c0's question is repeated 10 times (10x longer input).
+The program forks at the root: the question prompt (level 1 instruction + question) is sampled B
+times (B plan calls, siblings with one shared prompt, SGLang's ``fork``); every call of level l+1
+extends its parent's prompt with the parent's output and the level's instruction, and is sampled B
+times again. Four levels (plan, execute, reflect, final answer), so a tree has B + B² + B³ + B⁴
+calls: 30 at B = 2 and 340 at B = 4, 000 Table 3's counts. A child starts only when its parent
+finishes. S1: c0 grows trees of 2B branches (30 vs 340 calls). S2: c0's question is repeated 10
+times (10x longer input). ``depth`` is the number of levels (the instructions repeat past four).
 """
 
 from __future__ import annotations
@@ -15,12 +18,16 @@ from sglang_fair.workloads.config import WorkloadConfig, uniform_len, warn_missi
 from sglang_fair.workloads.program import Call, OutputOf, Part, Program, PromptOf
 from sglang_fair.workloads.tokens import Tokenizer, random_tokens
 
-TEMPLATE = (
-    "You are solving a grade-school math problem step by step. Propose the next reasoning step, "
-    "then state the partial result. Question: "
+# One instruction per level, in the order of SGLang's benchmark (our wording, similar lengths).
+LEVELS = (
+    "Make a high-level plan for the question below: name the method and the idea you will use, "
+    "restate what is given if it helps, but do not calculate yet. Keep it under 80 words. Question: ",
+    "\nThe plan is good. Now carry it out with the real numbers, step by step, and state the final "
+    "answer briefly.",
+    "\nNow check your own solution rigorously and rate its correctness from 1 to 5.",
+    "\nGiven that check, would you change anything? Give the final answer after careful thought.",
 )
-STEP = "\nEvaluate the reasoning so far and continue with the next step:"
-OUTPUT_MEAN = 256  # 000 Table 2: average output length 256
+OUTPUT_MEAN = 256  # 000 Table 2: average output length 256 (SGLang's benchmark: max_tokens=256)
 
 
 def load_questions(config: WorkloadConfig, tok: Tokenizer, rng: random.Random) -> list[tuple[int, ...]]:
@@ -33,19 +40,22 @@ def load_questions(config: WorkloadConfig, tok: Tokenizer, rng: random.Random) -
     return [random_tokens(rng, uniform_len(rng, 50)) for _ in range(200)]
 
 
-def tree_calls(question: tuple[int, ...], template: tuple[int, ...], step: tuple[int, ...],
-               branches: int, depth: int, rng: random.Random) -> tuple[Call, ...]:
-    """Calls of one tree, parents before children (breadth first)."""
-    calls: list[Call] = [Call((template, question), uniform_len(rng, OUTPUT_MEAN))]
-    level = [0]
-    for _ in range(depth):
+def tree_calls(question: tuple[int, ...], levels: list[tuple[int, ...]], branches: int, depth: int,
+               rng: random.Random) -> tuple[Call, ...]:
+    """Calls of one tree, level by level (parents before children): sum of branches**l, l = 1..depth."""
+    calls: list[Call] = []
+    level: list[int | None] = [None]  # the root is the question prompt itself, not a call
+    for lv in range(depth):
+        step = levels[lv % len(levels)]
         nxt: list[int] = []
         for parent in level:
+            parts: tuple[Part, ...] = (
+                (step, question) if parent is None else (PromptOf(parent), OutputOf(parent), step))
+            deps = () if parent is None else (parent,)
             for _ in range(branches):
-                parts: tuple[Part, ...] = (PromptOf(parent), OutputOf(parent), step)
-                calls.append(Call(parts, uniform_len(rng, OUTPUT_MEAN), (parent,)))
+                calls.append(Call(parts, uniform_len(rng, OUTPUT_MEAN), deps))
                 nxt.append(len(calls) - 1)
-        level = nxt
+        level = list(nxt)
     return tuple(calls)
 
 
@@ -55,6 +65,6 @@ def make_program(config: WorkloadConfig, pid: int, client: str, arrival: float,
     branches = config.branches * 2 if bad and config.scenario == "s1" else config.branches
     if bad and config.scenario == "s2":
         question = question * 10
-    calls = tree_calls(question, tuple(tok.encode(TEMPLATE)), tuple(tok.encode(STEP)),
-                       branches, config.depth, rng)
+    levels = [tuple(tok.encode(text)) for text in LEVELS]
+    calls = tree_calls(question, levels, branches, config.depth, rng)
     return Program(pid, client, arrival, calls, config.seed, bad, "e2e", "tot")
