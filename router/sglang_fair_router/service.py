@@ -124,10 +124,8 @@ class RouterService:
         self.close()
 
     def _view(self) -> dict[str, Any]:
-        view = self.state.snapshot()
-        for worker, box in zip(view["workers"], self.to_workers, strict=True):
-            worker["send_backlog"] = len(box.pending)
-        return view
+        self.state.send_backlog = [len(box.pending) for box in self.to_workers]
+        return self.state.snapshot()
 
     def _check_liveness(self, now: float) -> None:
         alive = set(self.state.policy.alive)

@@ -74,6 +74,7 @@ class RouterState:
         self.reported: list[int | None] = [None] * len(policy.workers)  # the worker's own in-flight count
         self.turned_at: list[float | None] = [None] * len(policy.workers)  # last heartbeat whose loops moved
         self.shortfall = [0] * len(policy.workers)  # the previous heartbeat's count of lost requests
+        self.send_backlog = [0] * len(policy.workers)  # messages waiting to be sent (set by the service)
         self.counts = {"dispatched": 0, "finished": 0, "failed": 0, "evicted": 0, "ignored_feedback": 0,
                        "dropped": 0, "reconciled": 0,
                        "forgotten_clients": 0}
@@ -215,7 +216,8 @@ class RouterState:
             "counts": dict(self.counts),
             "workers": [
                 {"worker": w, "alive": w in policy.alive, "queue": policy.queue[w],
-                 "reported_inflight": self.reported[w], "cached_tokens_estimate": tree.worker_tokens[w],
+                 "reported_inflight": self.reported[w], "send_backlog": self.send_backlog[w],
+                 "cached_tokens_estimate": tree.worker_tokens[w],
                  "hit_estimate": policy.hit_estimate(w)}
                 for w in policy.workers
             ],
