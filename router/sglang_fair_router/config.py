@@ -25,6 +25,12 @@ class ServiceConfig:
         default=3.0, metadata={"help": "seconds without a heartbeat before a worker counts as dead"})
     stall_timeout: float = field(
         default=60.0, metadata={"help": "seconds a worker's loop may stand still with requests in flight"})
+    send_backlog: int = field(
+        default=1024, metadata={"help": "messages that may wait per worker when its socket is full "
+                                        "(then new requests for it fail with 503)"})
+    client_ttl: float = field(
+        default=600.0, metadata={"help": "seconds a client without requests in flight is remembered "
+                                         "(its D2LPM counters; 0: forever)"})
     http_port: int = field(default=0, metadata={"help": "port of /state and /metrics (0: off)"})
     http_host: str = field(default="127.0.0.1", metadata={"help": "address /state and /metrics bind to"})
 
@@ -33,6 +39,8 @@ class ServiceConfig:
                 "need 0 < --router-heartbeat-interval < --router-heartbeat-timeout, got "
                 f"{self.heartbeat_interval} and {self.heartbeat_timeout}")
         require(self.stall_timeout > 0, f"--router-stall-timeout must be > 0, got {self.stall_timeout}")
+        require(self.client_ttl >= 0, f"--router-client-ttl must be >= 0, got {self.client_ttl}")
+        require(self.send_backlog >= 1, f"--router-send-backlog must be >= 1, got {self.send_backlog}")
         require(0 <= self.http_port < 65536, f"bad --router-http-port {self.http_port}")
 
     def worker_endpoints(self) -> list[str]:

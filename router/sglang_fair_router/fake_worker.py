@@ -36,6 +36,8 @@ class FakeWorker(threading.Thread):
         self.received: list[tuple[str, float]] = []  # rid, receive time
         self.alive = True  # set False to simulate a hang (stops answering and heartbeating)
         self.answer = True  # set False to keep requests "running" forever
+        self.lose_finished = False  # set True to finish requests but lose their Finished notices
+        self.held: set[str] = set()  # requests "running" (answer False), reported in heartbeats
         self._halt = threading.Event()
 
     def stop(self) -> None:
@@ -47,7 +49,7 @@ class FakeWorker(threading.Thread):
         while not self._halt.is_set():
             now = self.clock()
             if self.alive and (next_beat is None or now >= next_beat):
-                self.outbox.send(encode(wm.Heartbeat(self.index, seq, loops=seq)))
+                self.outbox.send(encode(wm.Heartbeat(self.index, seq, inflight=len(self.held), loops=seq)))
                 seq, next_beat = seq + 1, now + self.heartbeat_s
             if not self.inbox.poll(10):
                 continue
@@ -65,9 +67,12 @@ class FakeWorker(threading.Thread):
         msg = wm.decode_to_worker(frames[0])
         if isinstance(msg, wm.Dispatch):
             self.received.append((msg.rid, self.clock()))
-            if self.answer:
+            if not self.answer:
+                self.held.add(msg.rid)
+            elif not self.lose_finished:
                 self.outbox.send(encode(wm.Finished(self.index, msg.rid, self.output_tokens)))
         else:
+            self.held.discard(msg.rid)
             self.outbox.send(encode(wm.Finished(self.index, msg.rid, 0, aborted=True)))
 
 

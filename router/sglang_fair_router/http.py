@@ -50,12 +50,14 @@ class SnapshotCollector(Collector):
     def _workers(workers: list[dict[str, Any]]) -> Iterator[Metric]:
         figures = {"queue": ("queue", "requests dispatched to the worker and not finished"),
                    "alive": ("alive", "1 while the worker answers"),
+                   "reported_inflight": ("reported_inflight", "routed requests the worker reports holding"),
+                   "send_backlog": ("send_backlog", "messages waiting because the worker's socket is full"),
                    "cached_tokens": ("cached_tokens_estimate", "tokens the tree records the worker holds"),
                    "hit_estimate": ("hit_estimate", "share of dispatched input tokens the tree said it held")}
         for name, (key, doc) in figures.items():
             family = GaugeMetricFamily(f"{PREFIX}_worker_{name}", doc, labels=["worker"])
             for w in workers:
-                if w[key] is not None:
+                if w.get(key) is not None:
                     family.add_metric([str(w["worker"])], float(w[key]))
             yield family
 

@@ -6,6 +6,8 @@ workers; one PUSH per worker connects to the worker's bound PULL endpoint. A mal
 message is logged and dropped; it never stops the loop. Objects that survive half a second (the
 global tree, mostly) are frozen out of the garbage collector, whose full passes over a large tree
 otherwise cost milliseconds of added latency; the tree breaks its own reference cycles on removal.
+Sends never block (``outbox.py``): a worker that stops reading gets a bounded backlog, then its new
+requests fail with a reason instead of stalling the loop; a worker declared dead gets a fresh socket.
 Each dispatch's time inside the router (Submit frame received -> Dispatch sent) is counted in a
 1 us histogram, summarised in the snapshot as ``submit_to_dispatch_us``.
 """
@@ -29,6 +31,7 @@ from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import MessageError, encode
 from sglang_fair_router.config import ServiceConfig
+from sglang_fair_router.outbox import Outbox
 from sglang_fair_router.state import RouterState
 
 log = logging.getLogger("sglang_fair.router")
@@ -67,14 +70,14 @@ class RouterService:
         config.require_endpoints()
         self.config = config
         self.clock = clock
-        self.state = RouterState(policy, config.heartbeat_timeout, config.stall_timeout)
+        self.state = RouterState(policy, config.heartbeat_timeout, config.stall_timeout, config.client_ttl)
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.frontend = self._socket(zmq.PULL, config.frontend, bind=True)
-        self.failures = self._socket(zmq.PUSH, config.failures, bind=True)
+        self.failures = Outbox(lambda: self._socket(zmq.PUSH, config.failures, bind=True), 1 << 16)
         self.feedback = self._socket(zmq.PULL, config.feedback, bind=True)
-        self.to_workers = [self._socket(zmq.PUSH, e, bind=False) for e in config.worker_endpoints()]
+        self.to_workers = [Outbox(self._connector(e), config.send_backlog) for e in config.worker_endpoints()]
         self.submit_latency = LatencyHistogram()
-        self._state_view = self.state.snapshot()
+        self._state_view = self._view()
         self._stop = False
 
     @property
@@ -88,6 +91,9 @@ class RouterService:
         (sock.bind if bind else sock.connect)(endpoint)
         return sock
 
+    def _connector(self, endpoint: str) -> Callable[[], zmq.Socket[bytes]]:
+        return lambda: self._socket(zmq.PUSH, endpoint, bind=False)
+
     def stop(self) -> None:
         self._stop = True
 
@@ -98,24 +104,46 @@ class RouterService:
         poller.register(self.frontend, zmq.POLLIN)
         poller.register(self.feedback, zmq.POLLIN)
         last_check = self.clock()
+        outboxes = [self.failures, *self.to_workers]
         while not self._stop:
-            ready = dict(poller.poll(poll_ms))
+            waiting = any(box.pending for box in outboxes)
+            ready = dict(poller.poll(min(poll_ms, 5) if waiting else poll_ms))
+            for box in outboxes:
+                box.flush()
             if self.feedback in ready:
                 self._drain(self.feedback, self._on_feedback)
             if self.frontend in ready:
                 self._drain(self.frontend, self._on_frontend)
             now = self.clock()
             if now - last_check >= min(0.5, self.config.heartbeat_timeout / 4):
-                for rid, reason in self.state.check_liveness(now):
-                    self.failures.send(encode(fm.Failed(rid, reason)))
-                self._state_view = self.state.snapshot()
+                self._check_liveness(now)
+                self.state.expire(now)
+                self._state_view = self._view()
                 gc.freeze()
                 last_check = now
         self.close()
 
+    def _view(self) -> dict[str, Any]:
+        self.state.send_backlog = [len(box.pending) for box in self.to_workers]
+        return self.state.snapshot()
+
+    def _check_liveness(self, now: float) -> None:
+        alive = set(self.state.policy.alive)
+        for rid, reason in self.state.check_liveness(now):
+            self._fail(rid, reason)
+        for worker in alive - set(self.state.policy.alive):
+            self.to_workers[worker].reset()
+
+    def _fail(self, rid: str, reason: str) -> None:
+        if not self.failures.send([encode(fm.Failed(rid, reason))]):
+            self.state.counts["dropped"] += 1
+            log.warning("failure notice for %s dropped: the frontend is not reading", rid)
+
     def close(self) -> None:
-        for sock in [self.frontend, self.failures, self.feedback, *self.to_workers]:
-            sock.close(0)
+        for box in [self.failures, *self.to_workers]:
+            box.close()
+        self.frontend.close(0)
+        self.feedback.close(0)
 
     def _drain(self, sock: zmq.Socket, handle: Callable[[list[bytes]], None]) -> None:  # type: ignore[type-arg]
         for _ in range(1024):  # bounded, so neither direction starves the other
@@ -134,18 +162,21 @@ class RouterService:
         msg = fm.decode_inbound(frames[0])
         if isinstance(msg, fm.Abort):
             worker = self.state.abort(msg.rid)
-            if worker is not None:
-                self.to_workers[worker].send(encode(wm.Cancel(msg.rid)))
+            if worker is not None and not self.to_workers[worker].send([encode(wm.Cancel(msg.rid))]):
+                self.state.counts["dropped"] += 1  # its finish still comes back from the worker
             return
         if len(frames) != 2:
             raise MessageError(f"submit {msg.rid}: expected 2 frames, got {len(frames)}")
         try:
             worker = self.state.submit(msg, self.clock())
         except NoWorkerError as err:
-            self.failures.send(encode(fm.Failed(msg.rid, str(err))))
+            self._fail(msg.rid, str(err))
             return
-        self.to_workers[worker].send_multipart([encode(wm.Dispatch(msg.rid)), frames[1]],
-                                               copy=False)
+        if not self.to_workers[worker].send([encode(wm.Dispatch(msg.rid)), frames[1]]):
+            self.state.fail(msg.rid)
+            self._fail(msg.rid, f"worker {worker} is not taking requests ({self.config.send_backlog} "
+                                "dispatches already wait to be sent to it)")
+            return
         self.submit_latency.record(time.perf_counter_ns() - t0)
 
     def _on_feedback(self, frames: list[bytes]) -> None:

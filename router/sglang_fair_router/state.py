@@ -19,11 +19,26 @@ Decisions the paper leaves open, taken here:
   router does not know (after a router restart, or duplicated) changes no counter and no queue size.
 - The global tree is bounded by ``max_tree_tokens`` with least-recently-used pruning.
 - After a router restart everything starts empty: zero counters, empty tree, zero queues.
+- Queue sizes are reconciled with the workers' heartbeats: a ``Finished`` that never arrives (dropped
+  by a worker whose router was unreachable, say) would otherwise count in a queue forever. A request
+  is *settled* on a worker once the worker's loop has been seen to turn after ``SETTLE_S`` seconds past
+  its dispatch (so the worker has polled it); the worker's own count of routed requests it holds
+  (``Heartbeat.inflight``) then includes every settled request still there. When two heartbeats in a
+  row report fewer than the settled requests, the smaller shortfall of the two, oldest first, is taken
+  as lost: removed, charged no output, counted as ``reconciled``. Two in a row, because a ``Finished``
+  may still be on its way when a heartbeat (another socket) overtakes it.
+- Bounded memory: a client with no request in flight for ``client_ttl`` seconds is forgotten (its
+  D²LPM counters go; it comes back as a new client, at 0). Without API keys any client can become a new
+  one by sending another id, so this gives no client anything it could not take, and Thm 5.1's bound
+  (between clients backlogged over an interval) is untouched; with keys ``serve`` passes 0 (never).
+- A request the router cannot send (the worker's send backlog is full: a stalled worker) is failed at
+  once, like a dead worker's (:meth:`RouterState.fail`).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,40 +47,93 @@ from sglang_fair.routing import RoutingPolicy
 from sglang_fair_router.frontend_msgs import Submit
 from sglang_fair_router.worker_msgs import Evicted, Finished, Heartbeat
 
+PER_CLIENT_TABLES = ("deficits", "next")  # routing policies' per-client state: D²LPM's q, client_rr's turn
+SETTLE_S = 1.0  # a dispatch has surely reached a live worker's inbox this long after it was sent
+
 
 @dataclass
 class InFlight:
     worker: int
     client: str
+    sent_at: float = 0.0
 
 
 class RouterState:
     """Routing policy + requests in flight + worker liveness."""
 
     def __init__(self, policy: RoutingPolicy, heartbeat_timeout: float,
-                 stall_timeout: float = math.inf) -> None:
+                 stall_timeout: float = math.inf, client_ttl: float = 0.0) -> None:
         self.policy = policy
+        self.client_ttl = client_ttl
+        self.client_inflight: Counter[str] = Counter()
+        self.last_active: OrderedDict[str, float] = OrderedDict()  # client -> last event, oldest first
         self.heartbeat_timeout, self.stall_timeout = heartbeat_timeout, stall_timeout
         self.progress: list[tuple[int, float] | None] = [None] * len(policy.workers)  # (loops, since)
         self.inflight: dict[str, InFlight] = {}
         self.last_seen: list[float | None] = [None] * len(policy.workers)
         self.reported: list[int | None] = [None] * len(policy.workers)  # the worker's own in-flight count
+        self.turned_at: list[float | None] = [None] * len(policy.workers)  # last heartbeat whose loops moved
+        self.shortfall = [0] * len(policy.workers)  # the previous heartbeat's count of lost requests
+        self.send_backlog = [0] * len(policy.workers)  # messages waiting to be sent (set by the service)
         self.counts = {"dispatched": 0, "finished": 0, "failed": 0, "evicted": 0, "ignored_feedback": 0,
-                       "dropped": 0}
+                       "dropped": 0, "reconciled": 0,
+                       "forgotten_clients": 0}
 
     def submit(self, msg: Submit, now: float) -> int:
         """Route ``msg``; raises NoWorkerError when every worker is dead."""
         worker = self.policy.route(msg)
         if self.last_seen[worker] is None:
             self.last_seen[worker] = now  # its silence counts from now on
-        self.inflight[msg.rid] = InFlight(worker, msg.client)
+        self.inflight[msg.rid] = InFlight(worker, msg.client, now)
+        self.client_inflight[msg.client] += 1
+        self._touch(msg.client, now)
         self.counts["dispatched"] += 1
         return worker
+
+    def _leave(self, rid: str, output_tokens: int = 0, finished: bool = True) -> InFlight:
+        """``rid`` is no longer in flight: its queue slot is freed (``finished``: and charged)."""
+        entry = self.inflight.pop(rid)
+        if finished:
+            self.policy.on_finish(entry.worker, entry.client, output_tokens)
+        self.client_inflight[entry.client] -= 1
+        if not self.client_inflight[entry.client]:
+            del self.client_inflight[entry.client]
+        return entry
+
+    def _touch(self, client: str, now: float) -> None:
+        if self.client_ttl > 0:
+            self.last_active[client] = now
+            self.last_active.move_to_end(client)
+
+    def expire(self, now: float) -> list[str]:
+        """Forget the clients without a request in flight for ``client_ttl`` seconds."""
+        gone: list[str] = []
+        for _ in range(len(self.last_active) if self.client_ttl > 0 else 0):
+            client, seen = next(iter(self.last_active.items()))
+            if now - seen <= self.client_ttl:
+                break
+            if self.client_inflight[client]:
+                self._touch(client, now)  # a long request: look again a TTL later
+                continue
+            del self.client_inflight[client], self.last_active[client]
+            for name in PER_CLIENT_TABLES:
+                table = getattr(self.policy, name, None)
+                if isinstance(table, dict):
+                    table.pop(client, None)
+            gone.append(client)
+        self.counts["forgotten_clients"] += len(gone)
+        return gone
 
     def abort(self, rid: str) -> int | None:
         """The worker to cancel ``rid`` on, if it is in flight (the finish comes back as feedback)."""
         entry = self.inflight.get(rid)
         return None if entry is None else entry.worker
+
+    def fail(self, rid: str) -> None:
+        """``rid`` could not be sent to its worker: forget it (its client is told by the caller)."""
+        if rid in self.inflight:
+            self._leave(rid)
+            self.counts["failed"] += 1
 
     def feedback(self, msg: Finished | Evicted | Heartbeat, now: float) -> None:
         if msg.worker >= len(self.last_seen):
@@ -79,17 +147,35 @@ class RouterState:
             seen = self.progress[msg.worker]
             if seen is None or seen[0] != msg.loops:
                 self.progress[msg.worker] = (msg.loops, now)
+                turned = self.turned_at[msg.worker]
+                if turned is not None:
+                    self._reconcile(msg.worker, turned - SETTLE_S, msg.inflight)
+                self.turned_at[msg.worker] = now
         elif isinstance(msg, Finished):
             entry = self.inflight.get(msg.rid)
             if entry is None or entry.worker != msg.worker:
                 self.counts["ignored_feedback"] += 1
                 return
-            del self.inflight[msg.rid]
-            self.policy.on_finish(msg.worker, entry.client, msg.output_tokens)
+            self._leave(msg.rid, msg.output_tokens)
+            self._touch(entry.client, now)
             self.counts["finished"] += 1
         elif isinstance(msg, Evicted):
             self.policy.on_evict(msg.worker, msg.tokens, min(msg.start, len(msg.tokens) // WIDTH))
             self.counts["evicted"] += 1
+
+    def _reconcile(self, worker: int, before: float, reported: int) -> None:
+        """Drop the requests ``worker`` has lost (see the module docstring): those dispatched before
+        ``before`` that its loop has since polled, beyond the ``reported`` count, twice in a row."""
+        settled = [rid for rid, e in self.inflight.items() if e.worker == worker and e.sent_at < before]
+        shortfall = len(settled) - reported
+        lost = min(shortfall, self.shortfall[worker])
+        self.shortfall[worker] = max(0, shortfall)
+        if lost <= 0:
+            return
+        for rid in settled[:lost]:
+            self._leave(rid)
+        self.counts["reconciled"] += lost
+        self.shortfall[worker] = 0
 
     def check_liveness(self, now: float) -> list[tuple[str, str]]:
         """Mark silent workers dead; return (rid, reason) for every request that must fail."""
@@ -99,10 +185,11 @@ class RouterState:
             if reason is None:
                 continue
             self.policy.mark_dead(worker)
-            self.progress[worker] = None
+            self.progress[worker] = self.turned_at[worker] = None
+            self.shortfall[worker] = 0
             lost = [rid for rid, e in self.inflight.items() if e.worker == worker]
             for rid in lost:
-                del self.inflight[rid]
+                self._leave(rid, finished=False)  # mark_dead reset the queue already
                 failed.append((rid, reason))
         self.counts["failed"] += len(failed)
         return failed
@@ -129,7 +216,8 @@ class RouterState:
             "counts": dict(self.counts),
             "workers": [
                 {"worker": w, "alive": w in policy.alive, "queue": policy.queue[w],
-                 "reported_inflight": self.reported[w], "cached_tokens_estimate": tree.worker_tokens[w],
+                 "reported_inflight": self.reported[w], "send_backlog": self.send_backlog[w],
+                 "cached_tokens_estimate": tree.worker_tokens[w],
                  "hit_estimate": policy.hit_estimate(w)}
                 for w in policy.workers
             ],

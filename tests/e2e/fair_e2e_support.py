@@ -31,23 +31,24 @@ def post(
         return err.code, err.read()
 
 
-def wait_idle(url: str, timeout: float = 120.0) -> None:
+def wait_idle(url: str, timeout: float = 120.0, headers: dict[str, str] | None = None) -> None:
     """Wait until no client has a waiting or running request (the scenario's tail has drained)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        clients = get_json(url + "/fairness").get("clients", {})
+        clients = get_json(url + "/fairness", headers=headers).get("clients", {})
         if all(c.get("waiting", 0) == 0 and c.get("running", 0) == 0 for c in clients.values()):
             return
         time.sleep(0.5)
     raise TimeoutError("server did not drain")
 
 
-def requests_eventually(url: str, client: str, expected: int, timeout: float = 10.0) -> int:
+def requests_eventually(url: str, client: str, expected: int, timeout: float = 10.0,
+                        headers: dict[str, str] | None = None) -> int:
     """``requests_of`` once it equals ``expected`` (or its last value after ``timeout``): the
     schedulers publish /fairness a few milliseconds after the response has reached the client."""
     deadline = time.monotonic() + timeout
     while True:
-        got = requests_of(url, client)
+        got = requests_of(url, client, headers)
         if got == expected or time.monotonic() > deadline:
             return got
         time.sleep(0.1)

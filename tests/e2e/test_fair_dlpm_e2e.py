@@ -22,12 +22,13 @@ from fair_e2e_support import (
 )
 
 from sglang_fair.harness.scenario import Summary, Workload, run_scenario
-from sglang_fair.harness.server import running_server
+from sglang_fair.harness.server import get_json, running_server
 
 pytestmark = pytest.mark.e2e
 
 QUANTUM = 256.0
 KEYS = {"heavy": "key-heavy", "medium": "key-medium", "light": "key-light"}
+ADMIN = {"Authorization": "Bearer key-ops"}  # /fairness and /metrics need a --fairness-admins key
 W_E, W_Q = 1.0, 2.0
 
 
@@ -42,13 +43,13 @@ def dlpm_server(
 ) -> Iterator[tuple[str, Summary]]:
     tmp = tmp_path_factory.mktemp("dlpm")
     keys = tmp / "keys.txt"
-    keys.write_text("".join(f"{key} {client}\n" for client, key in KEYS.items()))
+    keys.write_text("".join(f"{key} {client}\n" for client, key in KEYS.items()) + "key-ops ops\n")
     args = ("--schedule-policy", "dlpm", *MAX_RUNNING, "--fair-quantum", str(QUANTUM),
-            "--client-keys", str(keys), "--enable-metrics")
+            "--client-keys", str(keys), "--fairness-admins", "ops", "--enable-metrics")
     with running_server(tiny_model, args, tmp / "server.log") as url:
-        summary = run_scenario(url, Workload(keys=KEYS), WINDOW_S)
+        summary = run_scenario(url, Workload(keys=KEYS, admin_key="key-ops"), WINDOW_S)
         print("\nlpm ", json.dumps(lpm.row()), "\ndlpm", json.dumps(summary.row()))
-        wait_idle(url)
+        wait_idle(url, headers=ADMIN)
         yield url, summary
 
 
@@ -86,18 +87,19 @@ def test_missing_or_unknown_key_gets_401(dlpm_server: tuple[str, Summary]) -> No
 
 def test_header_cannot_override_the_key(dlpm_server: tuple[str, Summary]) -> None:
     url, _ = dlpm_server
-    light, heavy = requests_of(url, "light", auth("light")), requests_of(url, "heavy", auth("light"))
+    light, heavy = requests_of(url, "light", auth("light")), requests_of(url, "heavy", ADMIN)
     body = {"text": "the queue", "sampling_params": {"max_new_tokens": 2}, "routing_key": "heavy"}
     spoof = {**auth("light"), "X-Client-Id": "heavy", "x-smg-routing-key": "heavy"}
     status, _ = post(url, "/generate", body, spoof)
     assert status == 200
-    assert requests_eventually(url, "light", light + 1) == light + 1
-    assert requests_of(url, "heavy") == heavy
+    assert requests_eventually(url, "light", light + 1, headers=auth("light")) == light + 1
+    assert requests_of(url, "heavy", ADMIN) == heavy
+    assert set(get_json(url + "/fairness", headers=auth("light"))["clients"]) <= {"light"}  # own row only
 
 
 def test_openai_endpoints_carry_the_client(dlpm_server: tuple[str, Summary]) -> None:
     url, _ = dlpm_server
-    before = requests_of(url, "medium")
+    before = requests_of(url, "medium", ADMIN)
     chat = {"model": "m", "messages": [{"role": "user", "content": "the queue"}], "max_tokens": 3}
     comp = {"model": "m", "prompt": "the fair share", "max_tokens": 3}
     for path, body in (("/v1/chat/completions", chat), ("/v1/completions", comp)):
@@ -105,7 +107,7 @@ def test_openai_endpoints_carry_the_client(dlpm_server: tuple[str, Summary]) -> 
             status, data = post(url, path, {**body, "stream": stream, "user": "light"}, auth("medium"))
             assert status == 200, data[:300]
             assert (b"data: [DONE]" in data) is stream
-    assert requests_eventually(url, "medium", before + 4) == before + 4
+    assert requests_eventually(url, "medium", before + 4, headers=ADMIN) == before + 4
 
 
 def test_oversized_prompt_gets_sglang_400_and_server_lives(dlpm_server: tuple[str, Summary]) -> None:
@@ -121,7 +123,7 @@ def test_prometheus_has_per_client_figures(dlpm_server: tuple[str, Summary]) -> 
     import urllib.request
 
     url, _ = dlpm_server
-    with urllib.request.urlopen(url + "/metrics", timeout=10) as resp:
+    with urllib.request.urlopen(urllib.request.Request(url + "/metrics", headers=ADMIN), timeout=10) as resp:
         text = resp.read().decode()
     for figure in ("service", "counter", "waiting", "running", "perceived_service"):
         assert f'sglang_fair:{figure}{{client="heavy"' in text, figure

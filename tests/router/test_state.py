@@ -72,7 +72,7 @@ def test_a_worker_whose_loop_stands_still_with_work_is_dead() -> None:
                     stall_timeout=10.0)
     s.submit(submit("r0"), now=0.0)  # to worker 0
     for t in range(30):  # both keep beating; worker 0's loop stops at t = 5, worker 1 is idle
-        s.feedback(wm.Heartbeat(0, t + 1, loops=min(t, 5)), now=float(t))
+        s.feedback(wm.Heartbeat(0, t + 1, inflight=1, loops=min(t, 5)), now=float(t))
         s.feedback(wm.Heartbeat(1, t + 1, loops=0), now=float(t))
         failed = s.check_liveness(now=float(t))
         if t <= 15:  # within 10 s of its last step

@@ -154,6 +154,15 @@ class AdmissionPolicy(ABC):
         self.book.queued[req.client] -= 1
         self.book.charged_rids.discard(req.rid)
 
+    def forget(self, client: str) -> bool:
+        """Drop the state of ``client`` if it has nothing waiting or running (it returns as a new
+        client); False, and nothing changes, if it is active. Hosts bound their memory with it."""
+        if self.book.active(client):
+            return False
+        for table in (self.book.queued, self.book.running, self.book.service):
+            table.pop(client, None)
+        return True
+
     @abstractmethod
     def select(self, waiting: Sequence[R], budget: Budget) -> list[R]:
         """Admit requests from ``waiting`` while ``budget`` allows; return them in admission order."""

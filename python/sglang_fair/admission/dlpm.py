@@ -43,6 +43,12 @@ class DLPM(AdmissionPolicy):
             self._join(req.client)
         super().on_arrival(req)
 
+    def forget(self, client: str) -> bool:
+        if not super().forget(client):
+            return False
+        self.deficits.pop(client, None)
+        return True
+
     def _join(self, client: str) -> None:
         """Line 12: a client that joins l (new, or back with nothing waiting or running) starts at 0."""
         self.deficits[client] = 0.0

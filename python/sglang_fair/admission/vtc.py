@@ -48,6 +48,13 @@ class VTC(AdmissionPolicy):
             self._lift(req.client)
         super().on_arrival(req)
 
+    def forget(self, client: str) -> bool:
+        """The client whose counter is the lift's floor (``last_left``) is kept."""
+        if client == self.last_left or not super().forget(client):
+            return False
+        self.counters.pop(client, None)
+        return True
+
     def _lift(self, client: str) -> None:
         others = [self.counters[c] for c, n in self.book.queued.items() if n > 0 and c != client]
         if others:

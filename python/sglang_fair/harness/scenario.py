@@ -47,6 +47,7 @@ class Workload:
     max_tokens: int = 32
     light_clients: int = 1  # named light, light2, light3, ...
     keys: dict[str, str] = field(default_factory=dict)  # client -> API key (empty: header identity)
+    admin_key: str = ""  # a --fairness-admins client's key, to read every client at /fairness
 
     def specs(self) -> list[ClientSpec]:
         prefix = words(1, self.prefix_words)
@@ -122,7 +123,8 @@ def run_scenario(url: str, workload: Workload, duration: float, warm: float = 4.
 
     thread = threading.Thread(target=load, daemon=True)
     thread.start()
-    snaps = _snapshots(url, (warm, duration - 1.0), {})
+    admin = {"Authorization": f"Bearer {workload.admin_key}"} if workload.admin_key else {}
+    snaps = _snapshots(url, (warm, duration - 1.0), admin)
     thread.join(duration + 60)
     return summarize(holder["results"], holder["end"], duration, snaps)
 

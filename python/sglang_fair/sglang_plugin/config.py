@@ -41,11 +41,36 @@ class FairConfig:
         default="", metadata={"help": "file of 'API_KEY CLIENT [WEIGHT]' lines; enables 401 for other keys"}
     )
     client_header: str = field(default="X-Client-Id", metadata={"help": "HTTP header naming the client"})
+    fairness_admins: str = field(
+        default="", metadata={"help": "comma-separated clients of --client-keys whose keys read every "
+                                      "client at /fairness and /metrics (other keys: their own row)"})
+    client_ttl: float = field(
+        default=600.0, metadata={"help": "seconds an idle client's state is kept when no --client-keys are "
+                                         "given (it then returns as a new client; 0: forever)"})
+    client_max_inflight: int = field(
+        default=0, metadata={"help": "requests one client may have in flight; more get 429 with Retry-After "
+                                     "(0: no limit)"})
     key_table: KeyTable = field(default_factory=KeyTable)
 
     def __post_init__(self) -> None:
         require(bool(self.client_header.strip()), "--client-header must not be empty")
+        require(self.client_max_inflight >= 0,
+                f"--client-max-inflight must be >= 0, got {self.client_max_inflight}")
+        require(self.client_ttl >= 0, f"--client-ttl must be >= 0, got {self.client_ttl}")
+        admins = self.admins()
+        require(not admins or self.key_table.enabled, "--fairness-admins needs --client-keys")
+        unknown = sorted(admins - set(self.key_table.clients.values()))
+        require(not unknown or not self.key_table.enabled,
+                f"--fairness-admins names clients without a key in --client-keys: {', '.join(unknown)}")
         self.weights()  # a conflict between the flag and the key file is an error at once
+
+    def admins(self) -> frozenset[str]:
+        """The clients whose keys may read every client's figures."""
+        return frozenset(c.strip() for c in self.fairness_admins.split(",") if c.strip())
+
+    def idle_ttl(self) -> float:
+        """The TTL that applies: none with keys (the key file bounds the clients)."""
+        return 0.0 if self.key_table.enabled else self.client_ttl
 
     def weights(self) -> dict[str, float]:
         """Per-client weights from ``--client-weights`` and the key file (a conflict is an error)."""
@@ -71,7 +96,8 @@ class FairConfig:
         """The flag values as JSON; :func:`config_from_env` rebuilds the same config."""
         flags = {**_values(self.admission, AdmissionConfig.flag_prefix, skip=("policy", "cost")),
                  **_values(self.admission.cost), "client_keys": self.client_keys,
-                 "client_header": self.client_header}
+                 "client_header": self.client_header, "fairness_admins": self.fairness_admins,
+                 "client_ttl": self.client_ttl, "client_max_inflight": self.client_max_inflight}
         return json.dumps(flags)
 
 

@@ -47,6 +47,8 @@ HOOKS: tuple[Hook, ...] = (
          scheduler_hooks.prefill_adder_class, ("self",)),
     Hook(M + "scheduler.Scheduler._add_request_to_queue", "after",
          scheduler_hooks.add_request_to_queue, ("self", "req")),
+    Hook(M + "scheduler.Scheduler.send_abort_output", "after", scheduler_hooks.abort_output,
+         ("self", "abort_req", "req")),
     Hook(M + "scheduler.Scheduler.process_batch_result", "after",
          scheduler_hooks.process_batch_result, ("self", "batch", "result")),
     Hook(H + "launch_server", "before", http_hooks.install_http, ("server_args",)),
@@ -54,6 +56,8 @@ HOOKS: tuple[Hook, ...] = (
     Hook(M + "tokenizer_manager.TokenizerManager.generate_request", "around",
          http_hooks.generate_request, ("self", "obj", "request")),
     Hook(M + "io_struct.GenerateReqInput.__getitem__", "after", http_hooks.batch_item, ("self", "i")),
+    Hook(M + "tokenizer_manager.TokenizerManager._validate_one_request", "before",
+         http_hooks.validate_request, ("self", "obj", "input_ids")),
     # the radix cache's changes, for incremental matching of the waiting queue (match_index.py)
     Hook(URC + "insert", "after", scheduler_hooks.tree_insert, ("self", "params")),
     Hook(URC + "_evict_device_leaf", "after", scheduler_hooks.tree_node_gone, ("self", "node_id")),
@@ -81,6 +85,7 @@ USED_NAMES: tuple[str, ...] = (
     M + "scheduler.Scheduler.get_num_allocatable_reqs",
     M + "schedule_batch.Req.init_next_round_input",
     M + "schedule_batch.Req.finished",
+    M + "schedule_batch.ScheduleBatch.retract_decode",
     "sglang.srt.runtime_context.get_parallel",
     "sglang.srt.runtime_context.get_observability",
     H + "app",
@@ -110,9 +115,10 @@ ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (M + "schedule_batch.ScheduleBatch", ("batch_is_full", "reqs")),
     (M + "schedule_batch.Req", ("rid", "origin_input_ids", "output_ids", "routing_key", "kv")),
     (M + "scheduler.Scheduler", ("waiting_queue", "tree_cache", "policy")),
-    (M + "io_struct.GenerateReqInput", ("routing_key",)),
+    (M + "io_struct.GenerateReqInput", ("routing_key", "routed_dp_rank")),
     (M + "io_struct.TokenizedGenerateReqInput", ("rid", "input_ids", "routing_key")),
-    (SERVER_ARGS, ("dp_size", "schedule_policy", "api_key", "enable_priority_scheduling", "pp_size")),
+    (SERVER_ARGS, ("dp_size", "schedule_policy", "api_key", "enable_priority_scheduling", "pp_size",
+                   "tokenizer_worker_num", "grpc_port", "host")),
     (KV_EVENTS + "KVEventBatch", ("events",)),
 )
 

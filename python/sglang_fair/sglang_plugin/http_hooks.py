@@ -5,12 +5,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sglang_fair.sglang_plugin.config import FAIR_POLICIES, config_from_env
-from sglang_fair.sglang_plugin.identity import SCOPE_KEY, ClientIdentityMiddleware
+from sglang_fair.core.errors import ConfigError
+from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_from_env
+from sglang_fair.sglang_plugin.identity import SCOPE_KEY, ClientIdentityMiddleware, resolve_hosts
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
 from sglang_fair.sglang_plugin.router_link import link_from_env
 
 logger = logging.getLogger("sglang_fair")
+MAX_SAMPLES = 128  # OpenAI's own bound on ``n``
 _warmup = {"open": False}
 
 
@@ -28,9 +30,44 @@ def wait_and_warmup(original: Any, *args: Any, **kwargs: Any) -> Any:
         _warmup["open"] = False
 
 
-async def fairness_endpoint() -> dict[str, Any]:
+def identity_needed(policy: str | None, config: FairConfig, router: bool) -> bool:
+    """Does the edge decide the client (fair policy, client keys, a per-client limit or the router)?"""
+    return policy in FAIR_POLICIES or config.key_table.enabled or config.client_max_inflight > 0 or router
+
+
+def check_edge(server_args: Any, config: FairConfig, router: bool) -> None:
+    """Refuse the ways into SGLang that the identity middleware does not guard (a
+    :class:`ConfigError` names them): more tokenizer workers (they load the app without it) and the
+    native gRPC server (its requests carry no HTTP headers)."""
+    if not identity_needed(getattr(server_args, "schedule_policy", None), config, router):
+        return
+    bad = []
+    if (getattr(server_args, "tokenizer_worker_num", 1) or 1) > 1:
+        bad.append("--tokenizer-worker-num > 1 (its workers serve HTTP without the client-identity check)")
+    if getattr(server_args, "grpc_port", None) is not None:
+        bad.append("--grpc-port (gRPC requests carry no client key or header)")
+    if bad:
+        raise ConfigError("client identity (a fair policy, --client-keys or the router) does not support "
+                          + "; ".join(bad))
+
+
+def fairness_view(everything: dict[str, Any], client: str | None, config: FairConfig) -> dict[str, Any]:
+    """What ``client`` may read: every client without keys or for an admin key, else its own row."""
+    if not config.key_table.enabled or client in config.admins():
+        return everything
+    clients = everything.get("clients", {})
+    return {**everything, "clients": {client: clients[client]} if client in clients else {}}
+
+
+def make_fairness_endpoint(config: FairConfig) -> Any:
     """``GET /fairness``: per client counter, service (actual and perceived), waiting, running."""
-    return read_all(state_dir())
+    from starlette.responses import JSONResponse
+
+    async def fairness_endpoint(request: Any) -> Any:
+        client = (request.scope.get("state") or {}).get(SCOPE_KEY)
+        return JSONResponse(fairness_view(read_all(state_dir()), client, config))
+
+    return fairness_endpoint
 
 
 def install_http(*args: Any, **kwargs: Any) -> None:
@@ -45,13 +82,16 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     server_args = args[0] if args else kwargs.get("server_args")
     policy = getattr(server_args, "schedule_policy", None)
     config = config_from_env()
-    app.add_api_route("/fairness", fairness_endpoint, methods=["GET"])
+    router = link_from_env() is not None
+    check_edge(server_args, config, router)
+    app.add_route("/fairness", make_fairness_endpoint(config), methods=["GET"])
     app.state.sglang_fair_installed = True
-    if policy not in FAIR_POLICIES and not config.key_table.enabled and link_from_env() is None:
+    if not identity_needed(policy, config, router):
         return None
     app.add_middleware(
         ClientIdentityMiddleware, keys=config.key_table, header=config.client_header,
-        warmup_open=warmup_open,
+        warmup_open=warmup_open, local_hosts=resolve_hosts(getattr(server_args, "host", None)),
+        admins=config.admins(), max_inflight=config.client_max_inflight,
     )
     logger.info("sglang-fair: client identity (%s) installed",
                 "API keys" if config.key_table.enabled else f"header {config.client_header}")
@@ -64,14 +104,38 @@ def generate_request(
     """AROUND ``TokenizerManager.generate_request``: the edge's client becomes ``obj.routing_key``.
 
     Whatever the body or the ``x-smg-routing-key`` header said is overwritten, so a client cannot
-    pick its own identity when keys are configured.
+    pick its own identity when keys are configured. When the global router routes, a client's
+    ``routed_dp_rank`` (which would pick a worker past the router) is refused with 400, and so is
+    ``n`` above :data:`MAX_SAMPLES` (SGLang expands the batch ``n`` times first: ``n`` = 10^12 was a
+    MemoryError and a 500, a smaller huge ``n`` exhausts the server's memory).
     """
-    if request is not None:
-        state = request.scope.get("state") or {}
-        client = state.get(SCOPE_KEY)
-        if client:
-            obj.routing_key = client
+    client = ((getattr(request, "scope", None) or {}).get("state") or {}).get(SCOPE_KEY)
+    if client:
+        obj.routing_key = client
+        samples = sample_count(obj)
+        if samples > MAX_SAMPLES:
+            raise ValueError(f"n must be at most {MAX_SAMPLES}, got {samples}")
+        if getattr(obj, "routed_dp_rank", None) is not None and link_from_env() is not None:
+            raise ValueError("routed_dp_rank is not accepted here: the global router picks the worker")
     return original(self, obj, request, *args, **kwargs)
+
+
+def sample_count(obj: Any) -> int:
+    """The ``n`` a request asks for (SGLang reads it from its first sampling-params dict)."""
+    params = getattr(obj, "sampling_params", None)
+    if isinstance(params, list):
+        params = params[0] if params else None
+    n = params.get("n", 1) if isinstance(params, dict) else 1
+    return n if isinstance(n, int) and not isinstance(n, bool) else 1
+
+
+def validate_request(self: Any, obj: Any, input_ids: Any, *args: Any, **kwargs: Any) -> None:
+    """BEFORE ``TokenizerManager._validate_one_request``: a prompt of 0 tokens is refused (400).
+    SGLang 0.5.23 checks only the upper bound; a 0-token prompt on ``/generate`` (empty text with a
+    tokenizer that adds no BOS, or ``input_ids: []``) reached the model and crashed the scheduler,
+    and with it the server."""
+    if input_ids is not None and len(input_ids) == 0 and getattr(obj, "input_embeds", None) is None:
+        raise ValueError("The prompt is empty (0 tokens); send at least one token")
 
 
 def batch_item(result: Any, self: Any, *args: Any, **kwargs: Any) -> Any:

@@ -5,6 +5,9 @@
 alike) and stores the client in the request scope; the tokenizer-manager hook copies it into the
 request's ``routing_key``, which SGLang carries to the scheduler. With keys configured an unknown or
 missing key is answered 401 and the header is ignored, so a client cannot claim another's share.
+Websocket connections (SGLang's ``/v1/realtime``) are checked the same way (refused with close code
+1008, which the server answers 403). With keys configured, ``/fairness`` and ``/metrics`` (they name
+every client) need a key too; which rows a key may read is the endpoint's decision.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from sglang_fair.sglang_plugin.keys import KeyTable
 DEFAULT_CLIENT = "default"
 SCOPE_KEY = "sglang_fair_client"
 OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/fairness"})
+CLIENT_LISTING_PATHS = frozenset({"/metrics", "/fairness"})  # need a key when keys are configured
+WARMUP_CLIENT = "__warmup__"
+LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 MAX_CLIENT_LEN = 128
 
 Scope = MutableMapping[str, Any]
@@ -66,34 +72,78 @@ def body_user_field(body: bytes) -> object:
 
 
 class ClientIdentityMiddleware:
-    """ASGI middleware: resolves the client, answers 401 when keys are configured and do not match."""
+    """ASGI middleware: resolves the client, answers 401 when keys are configured and do not match.
 
-    def __init__(self, app: ASGIApp, keys: KeyTable, header: str, warmup_open: Callable[[], bool]) -> None:
+    ``local_hosts``: addresses besides loopback that SGLang's own warm-up connects from (the server's
+    ``--host``), let through without a key only while ``warmup_open()``. ``admins``: the clients whose
+    keys may read ``/metrics`` when keys are configured (others get 403). ``max_inflight`` (> 0): a
+    client with that many POST requests in flight gets 429 with ``Retry-After`` for the next one."""
+
+    def __init__(self, app: ASGIApp, keys: KeyTable, header: str, warmup_open: Callable[[], bool],
+                 local_hosts: frozenset[str] = frozenset(), admins: frozenset[str] = frozenset(),
+                 max_inflight: int = 0) -> None:
         self.app, self.keys, self.header, self.warmup_open = app, keys, header, warmup_open
+        self.admins, self.max_inflight = admins, max_inflight
+        self.inflight: dict[str, int] = {}  # client -> POST requests in flight (only while > 0)
+        self.local_hosts = LOOPBACK | local_hosts
+        self.open_paths = OPEN_PATHS - CLIENT_LISTING_PATHS if keys.enabled else OPEN_PATHS
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http" or scope.get("path") in OPEN_PATHS:
+        kind = scope.get("type")
+        if kind not in ("http", "websocket") or scope.get("path") in self.open_paths:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
         body_user: object = None
-        if not self.keys.enabled and self.header.lower() not in headers and scope.get("method") == "POST":
+        if (kind == "http" and not self.keys.enabled and self.header.lower() not in headers
+                and scope.get("method") == "POST"):
             body, receive = await _buffer_body(receive)
             body_user = body_user_field(body)
         try:
             client = resolve_client(headers, body_user, self.keys, self.header)
         except Unauthorized as err:
-            if not (self.warmup_open() and _is_loopback(scope)):
-                await _send_401(send, str(err))
+            if not (self.warmup_open() and (scope.get("client") or ("", 0))[0] in self.local_hosts):
+                await (_send_401(send, str(err)) if kind == "http" else _refuse_websocket(send))
                 return
-            client = "__warmup__"
+            client = WARMUP_CLIENT
+        if self.keys.enabled and scope.get("path") == "/metrics" and client not in self.admins:
+            await _send_error(send, 403, "Forbidden", "/metrics needs a key of a --fairness-admins client")
+            return
         scope.setdefault("state", {})[SCOPE_KEY] = client
-        await self.app(scope, receive, send)
+        if self.max_inflight <= 0 or scope.get("method") != "POST" or client == WARMUP_CLIENT:
+            await self.app(scope, receive, send)
+            return
+        held = self.inflight.get(client, 0)
+        if held >= self.max_inflight:
+            reason = f"client {client!r} already has {held} requests in flight (the limit); retry later"
+            await _send_error(send, 429, "TooManyRequests", reason, [(b"retry-after", b"1")])
+            return
+        self.inflight[client] = held + 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            left = self.inflight[client] - 1
+            if left:
+                self.inflight[client] = left
+            else:
+                del self.inflight[client]
 
 
-def _is_loopback(scope: Scope) -> bool:
-    host = (scope.get("client") or ("", 0))[0]
-    return host in ("127.0.0.1", "::1", "localhost")
+def resolve_hosts(host: str | None) -> frozenset[str]:
+    """The addresses ``host`` (SGLang's ``--host``) stands for; empty if it cannot be resolved."""
+    import socket
+
+    if not host or host in ("0.0.0.0", "::"):
+        return frozenset()
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return frozenset({host})
+    return frozenset({host} | {str(info[4][0]) for info in infos})
+
+
+async def _refuse_websocket(send: Send) -> None:
+    await send({"type": "websocket.close", "code": 1008, "reason": "missing or unknown API key"})
 
 
 async def _buffer_body(receive: Receive) -> tuple[bytes, Receive]:
@@ -120,9 +170,15 @@ async def _buffer_body(receive: Receive) -> tuple[bytes, Receive]:
 
 
 async def _send_401(send: Send, reason: str) -> None:
-    payload = json.dumps({"object": "error", "message": reason, "type": "Unauthorized", "code": 401}).encode()
+    await _send_error(send, 401, "Unauthorized", reason, [(b"www-authenticate", b"Bearer")])
+
+
+async def _send_error(send: Send, status: int, kind: str, reason: str,
+                      extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    """An OpenAI-style error body (``object``, ``message``, ``type``, ``code``)."""
+    payload = json.dumps({"object": "error", "message": reason, "type": kind, "code": status}).encode()
     await send({
-        "type": "http.response.start", "status": 401,
-        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer")],
+        "type": "http.response.start", "status": status,
+        "headers": [(b"content-type", b"application/json"), *(extra or [])],
     })
     await send({"type": "http.response.body", "body": payload})

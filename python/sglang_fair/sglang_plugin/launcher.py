@@ -15,6 +15,7 @@ from sglang_fair.admission import ADMISSION_POLICIES
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin import PLUGIN_NAME
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FAIR_POLICIES, FairConfig
+from sglang_fair.sglang_plugin.http_hooks import check_edge
 from sglang_fair.sglang_plugin.router_launch import (
     RouterPlan,
     check_router_args,
@@ -95,6 +96,7 @@ def run(config: FairConfig, sglang_args: Sequence[str], router: RouterSettings |
     if plan.policy is not None and check_router_args(plan, server_args).policy is None:
         server_args = prepare_server_args(list(sglang_args))  # one worker: SGLang's own round robin
         plan = RouterPlan(None, list(sglang_args))
+    check_edge(server_args, config, plan.policy is not None)
     process = None
     if plan.policy is not None:
         process = start_router(plan.policy, server_args.dp_size, router or RouterSettings(), config)

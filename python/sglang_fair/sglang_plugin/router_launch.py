@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from sglang_fair.core.errors import ConfigError
@@ -136,6 +136,11 @@ class RouterProcess:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def with_client_ttl(settings: RouterSettings, config: FairConfig) -> RouterSettings:
+    """The router forgets idle clients as the schedulers do (``--client-ttl``; never with keys)."""
+    return replace(settings, service=replace(settings.service, client_ttl=config.idle_ttl()))
+
+
 def start_router(policy: str, num_workers: int, settings: RouterSettings,
                  config: FairConfig) -> RouterProcess:
     """Export the :class:`RouterLink` (every SGLang process started after this sees it) and start
@@ -144,5 +149,6 @@ def start_router(policy: str, num_workers: int, settings: RouterSettings,
     directory = private_dir("sgl-fair-")  # short: ipc:// paths have a length limit
     link = RouterLink(directory, num_workers, settings.service.heartbeat_interval)
     os.environ[ENV_ROUTER] = link.to_env()
+    settings = with_client_ttl(settings, config)
     cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(link, policy, settings, config.cost())]
     return RouterProcess(cmd, directory)

@@ -28,7 +28,8 @@ ROUTER_METHODS = tuple(  # pab routes by reports only simulated workers send
     n for n in ROUTING_POLICIES.names() if not getattr(ROUTING_POLICIES.get(n), "simulator_only", False))
 SGLANG_METHODS = ("auto", "round_robin", "follow_bootstrap_room", "total_requests", "total_tokens")
 ROUTER_FILLED_IN = ("policy", "num_workers")  # from --load-balance-method and --dp-size
-SERVICE_FILLED_IN = ("frontend", "failures", "feedback", "workers")  # the link's IPC endpoints
+# the link's IPC endpoints, and the client TTL (serve's --client-ttl, 0 with --client-keys)
+SERVICE_FILLED_IN = ("frontend", "failures", "feedback", "workers", "client_ttl")
 KV_EVENTS_PUBLISHER = "sglang_fair"  # the name our eviction publisher is registered under in SGLang
 
 

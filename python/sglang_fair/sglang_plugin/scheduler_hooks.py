@@ -34,7 +34,7 @@ def validate_policy(original: Any, self: Any, policy: str, tree_cache: Any) -> A
         return original(self, policy, tree_cache)
     config = config_from_env()
     admission = make_admission_policy(config.for_policy(policy))
-    setattr(self, STATE_ATTR, FairState(admission))
+    setattr(self, STATE_ATTR, FairState(admission, client_ttl=config.idle_ttl()))
     cost = admission.cost
     logger.info("sglang-fair: %s admission (Q^u=%s, w_e=%s, w_q=%s, weights=%s)", policy,
                 admission.quantum, cost.w_e, cost.w_q, dict(cost.client_weights))
@@ -99,6 +99,14 @@ def add_request_to_queue(_result: Any, self: Any, req: Any, *args: Any, **kwargs
         state.arrive(req)
 
 
+def abort_output(_result: Any, self: Any, abort_req: Any, req: Any, *args: Any, **kwargs: Any) -> None:
+    """AFTER ``Scheduler.send_abort_output``: an aborted request leaves the fairness state (requests
+    ``retract_decode`` aborts never reach a batch result with ``finished_reason`` set)."""
+    state = state_of(self.policy)
+    if state is not None and req is not None:
+        state.abandon(req)
+
+
 def process_batch_result(_result: Any, self: Any, *args: Any, **kwargs: Any) -> None:
     """AFTER ``Scheduler.process_batch_result``: charge output tokens, retire finished requests."""
     state = state_of(self.policy)
@@ -107,6 +115,7 @@ def process_batch_result(_result: Any, self: Any, *args: Any, **kwargs: Any) -> 
     state.after_step()
     if len(state.waiting) != len(self.waiting_queue):
         state.reconcile(self.waiting_queue)
+    state.expire()
     _publish(self, state)
 
 

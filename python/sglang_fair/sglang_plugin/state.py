@@ -8,6 +8,8 @@ translate SGLang's events into the core's calls (``base.py`` of the admission pa
     PrefillAdder step                            -> select(waiting, budget)  (charges admission)
     output_ids grew (prefill's first token too)  -> on_output(client, new tokens)
     running request finished or aborted          -> on_finish
+    request aborted outside a batch result       -> on_finish / on_drop  (``Scheduler.send_abort_output``:
+      e.g. ``retract_decode`` out of memory, which sets ``to_finish`` but never ``finished_reason``)
 
 Charging rule (as in the core): a request's admission cost — for DLPM w_e * (input tokens - the
 prefix SGLang's radix cache matched when it was admitted, read after ``init_next_round_input``);
@@ -16,11 +18,19 @@ prefill is one admission, so its later chunks are not charged again; a retracted
 again is not charged again. Output tokens are charged as ``output_ids`` grows: the high-water mark
 per request is remembered, so tokens kept across a retraction are never charged twice, and tokens
 produced before an abort stay charged. A finished or aborted request leaves the state at once.
+
+Bounded memory: with ``client_ttl`` > 0, a client with nothing waiting or running for that many
+seconds is forgotten (``AdmissionPolicy.forget``): it comes back as a new client. Without API keys
+any client can already become a new one by sending another id, so this gives no client anything it
+could not take anyway, and the fairness bound (between clients backlogged over an interval) is
+untouched; with keys the clients are the key file's, and nothing expires (the launcher passes 0).
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
 from operator import attrgetter
 from typing import Any
 
@@ -83,8 +93,12 @@ def client_of(req: Any) -> str:
 class FairState:
     """The policy object and the adapters of the requests it knows (waiting or running)."""
 
-    def __init__(self, policy: AdmissionPolicy) -> None:
+    def __init__(self, policy: AdmissionPolicy, client_ttl: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.policy = policy
+        self.client_ttl, self.clock = client_ttl, clock
+        self.last_active: OrderedDict[str, float] = OrderedDict()  # client -> last event, oldest first
+        self.forgotten = 0
         self.cost: CostModel = policy.cost
         self.waiting: dict[Hashable, ReqAdapter] = {}
         self.running: dict[Hashable, ReqAdapter] = {}
@@ -111,6 +125,7 @@ class FairState:
             ad = ReqAdapter(req, float(self._seq))
             self.policy.on_arrival(ad)
         ad.status = WAITING
+        self._touch(ad.client)
         self.waiting[rid] = ad
         self.queue.push(ad)
         if self.index is not None:
@@ -144,7 +159,9 @@ class FairState:
             if req.rid not in self.waiting:
                 self.arrive(req)
         for rid in self.waiting.keys() - present:
-            self.policy.on_drop(self._leave_waiting(rid))
+            ad = self._leave_waiting(rid)
+            self.policy.on_drop(ad)
+            self._touch(ad.client)
             self.version += 1
 
     def match(self, tree: Any) -> None:
@@ -210,7 +227,56 @@ class FairState:
             if ad.req.finished():
                 del self.running[rid]
                 self.policy.on_finish(ad)
+                self._touch(ad.client)
                 self.version += 1
+
+    def abandon(self, req: Any) -> None:
+        """``req`` was aborted outside a batch result (SGLang's ``send_abort_output``): it leaves the
+        state now, charged for the output it produced; a request the state does not know is ignored."""
+        rid = req.rid
+        ad = self.running.pop(rid, None)
+        if ad is not None:
+            produced = len(ad.req.output_ids)
+            if produced > ad.out_seen:
+                self.policy.on_output(ad.client, produced - ad.out_seen)
+                self.ledger.book(0.0, ad.client, output_tokens=produced - ad.out_seen)
+                ad.out_seen = produced
+            self.policy.on_finish(ad)
+        elif rid in self.waiting:
+            ad = self._leave_waiting(rid)
+            self.policy.on_drop(ad)
+        else:
+            return
+        self._touch(ad.client)
+        self.version += 1
+
+    # ---- bounded memory ------------------------------------------------------------------------
+    def _touch(self, client: str) -> None:
+        if self.client_ttl > 0:
+            self.last_active[client] = self.clock()
+            self.last_active.move_to_end(client)
+
+    def expire(self) -> list[str]:
+        """Forget the clients idle for ``client_ttl`` seconds (see the module docstring); cheap when
+        none is due (it looks at the oldest only). Returns the forgotten clients."""
+        gone: list[str] = []
+        if self.client_ttl <= 0:
+            return gone
+        now = self.clock()
+        for _ in range(len(self.last_active)):
+            client, seen = next(iter(self.last_active.items()))
+            if now - seen <= self.client_ttl:
+                break
+            if self.policy.forget(client):
+                del self.last_active[client]
+                self.ledger.forget(client)
+                gone.append(client)
+            else:  # still active (a long request) or kept by the policy: look again a TTL later
+                self._touch(client)
+        if gone:
+            self.forgotten += len(gone)
+            self.version += 1
+        return gone
 
     # ---- views ---------------------------------------------------------------------------------
     def snapshot(self) -> dict[str, dict[str, float | int | None]]:

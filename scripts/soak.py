@@ -1,0 +1,100 @@
+"""Soak run (outside CI): mixed clients for minutes against the CPU server, memory of every process.
+
+    python scripts/soak.py --model DIR [--minutes 10] [--dp-size 2] [--json soak.json]
+
+Starts ``sglang-fair serve`` (``dlpm_light``; with ``--dp-size 2`` the global D²LPM router too), runs
+a flooding client over a shared prefix, two light clients and four clients whose ids change every
+minute (the churn ``--client-ttl`` bounds), one minute at a time, and prints after each minute the
+requests completed, errors, and the resident memory of each process of the server's tree. Build the
+model with ``python scripts/make_tiny_model.py DIR``. Set ``OMP_NUM_THREADS=1`` on a small machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from sglang_fair.harness.loadgen import ClientSpec, run_load
+from sglang_fair.harness.server import get_json, running_server
+
+WORDS = ["the", "fair", "share", "of", "a", "queue", "is", "the", "service", "a", "client", "gets", "when",
+         "others", "wait"]
+CHURN = 4  # new client ids per minute
+
+
+def words(seed: int, n: int) -> str:
+    return " ".join(WORDS[(seed * 7 + i * 3) % len(WORDS)] for i in range(n))
+
+
+def clients(minute: int) -> list[ClientSpec]:
+    prefix = words(1, 600)
+    return [
+        ClientSpec("heavy", 8, lambda i: f"{prefix} {words(i, 8)}", 24),
+        ClientSpec("light-1", 1, lambda i: words(1000 + i, 80), 24),
+        ClientSpec("light-2", 1, lambda i: words(2000 + i, 80), 24),
+        *(ClientSpec(f"churn-{minute}-{k}", 1, lambda i, k=k: words(3000 + 97 * k + i, 40), 8)
+          for k in range(CHURN)),
+    ]
+
+
+def memory(proc: subprocess.Popen[bytes]) -> dict[str, float]:
+    """Resident MiB of the server and each of its descendants, by a short name."""
+    import psutil
+
+    root = psutil.Process(proc.pid)
+    out: dict[str, float] = {}
+    for p in [root, *root.children(recursive=True)]:
+        try:
+            name = f"{p.name()} {' '.join(p.cmdline()[1:3])}"[:60]
+            out[f"{p.pid} {name}"] = round(p.memory_info().rss / 2**20, 1)
+        except psutil.Error:
+            continue
+    return out
+
+
+def soak(model: Path, minutes: int, dp_size: int, log: Path, client_ttl: float) -> dict[str, Any]:
+    args = ["--schedule-policy", "dlpm_light", "--max-running-requests", "16", "--max-total-tokens", "60000",
+            "--client-ttl", str(client_ttl)]
+    if dp_size > 1:
+        args += ["--load-balance-method", "d2lpm"]
+    procs: list[subprocess.Popen[bytes]] = []
+    report: dict[str, Any] = {"minutes": [], "model": str(model), "dp_size": dp_size}
+    with running_server(model, args, log, dp_size=dp_size, started=procs.append) as url:
+        report["memory_start"] = memory(procs[0])
+        for minute in range(minutes):
+            results, _ = run_load(url, clients(minute), 60.0)
+            row = {c: {"done": len(r.done()), "errors": sum(1 for o in r.outcomes if o.latency is not None
+                                                             and o.status != 200)}
+                   for c, r in results.items()}
+            report["minutes"].append(row)
+            print(f"minute {minute + 1}: {json.dumps(row)}", flush=True)
+        time.sleep(5)  # let the tails drain
+        report["memory_end"] = memory(procs[0])
+        report["fairness_clients"] = len(get_json(url + "/fairness").get("clients", {}))
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path, required=True)
+    parser.add_argument("--minutes", type=int, default=10)
+    parser.add_argument("--dp-size", type=int, default=1)
+    parser.add_argument("--client-ttl", type=float, default=600.0, help="the server's --client-ttl")
+    parser.add_argument("--json", type=Path)
+    parser.add_argument("--log", type=Path, default=Path("soak-server.log"))
+    args = parser.parse_args()
+    report = soak(args.model, args.minutes, args.dp_size, args.log, args.client_ttl)
+    start, end = report["memory_start"], report["memory_end"]
+    for name in sorted(set(start) | set(end)):
+        print(f"{name:70s} {start.get(name, '-'):>8} -> {end.get(name, '-'):>8} MiB")
+    print(f"clients at /fairness at the end: {report['fairness_clients']}")
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=1))
+
+
+if __name__ == "__main__":
+    main()
