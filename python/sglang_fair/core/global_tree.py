@@ -18,7 +18,7 @@ import heapq
 import itertools
 from array import array
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from sglang_fair.core.errors import require
 
@@ -101,39 +101,36 @@ class GlobalRadixTree:
 
         Returns ``(0, frozenset())`` when no worker holds even the first token.
         """
-        toks = pack_tokens(tokens)
-        node, off, mask, now = self.root, 0, 0, next(self._clock)
-        while off < len(toks):
-            child = node.children.get(toks[off : off + WIDTH])
-            if child is None or not child.workers:
-                break
-            child.last_access = now
-            common = _common(child.key, toks, off)
-            off, mask = off + common * WIDTH, child.workers
-            if common < child.length:
-                break
-            node = child
-        return off // WIDTH, worker_set(mask)
+        last = (0, 0)
+        for last in self._walk(tokens):  # noqa: B007 (the last step is the answer)
+            pass
+        return last[0], worker_set(last[1])
 
     def match_lengths(self, tokens: TokenKey) -> dict[int, int]:
         """For every worker holding at least the first token of ``tokens``: how many leading tokens
         it holds (its own longest match; :meth:`longest_match` gives only the best one's)."""
+        out: dict[int, int] = {}
+        for off, mask in self._walk(tokens):
+            for w in worker_set(mask):
+                out[w] = off
+        return out
+
+    def _walk(self, tokens: TokenKey) -> Iterator[tuple[int, int]]:
+        """Down the path of ``tokens``, touching each node: after each node, the tokens matched so far
+        and the workers holding that node."""
         toks = pack_tokens(tokens)
         node, off, now = self.root, 0, next(self._clock)
-        out: dict[int, int] = {}
         while off < len(toks):
             child = node.children.get(toks[off : off + WIDTH])
             if child is None or not child.workers:
-                break
+                return
             child.last_access = now
             common = _common(child.key, toks, off)
             off += common * WIDTH
-            for w in worker_set(child.workers):
-                out[w] = off // WIDTH
+            yield off // WIDTH, child.workers
             if common < child.length:
-                break
+                return
             node = child
-        return out
 
     def insert(self, tokens: TokenKey, worker: int) -> int:
         """Record that ``worker`` now holds ``tokens`` (and so every prefix of it); return how many
