@@ -2,20 +2,22 @@
 
 Each step is either a prefill (extend) step or a decode step, as in SGLang without mixed chunked
 prefill: a prefill step runs whenever the admission policy admits something (or a chunked prefill
-is in progress); otherwise every running request decodes one token.
+is in progress); otherwise every running request decodes one token. With ``mixed_chunk`` (SGLang's
+--enable-mixed-chunk) the running requests also decode in a prefill step when the pool has room.
 
 - Admission: the policy's ``select`` over the waiting queue (:class:`WaitingQueue`: for policies
   that order by the cache, in LPM order with prefix matches kept incrementally), with a
   :class:`StepBudget` that checks the running cap, the chunked-prefill token budget (one request at
   a time may be chunked) and the KV pool, as SGLang 0.5.23's PrefillAdder
   (managers/schedule_policy.py): a new request's uncached input + all its remaining output
-  (``add_one_req``) must fit in free + evictable tokens minus the running requests' remaining output
-  x the new-token ratio (1 for ``ignore_eos`` requests,
+  (``add_one_req``; the reused prefix pinned first) must fit in free + evictable tokens minus the
+  running requests' remaining output x the new-token ratio (1 for ``ignore_eos`` requests,
   ``_get_running_request_total_token_offset``). The ratio follows SGLang's NewTokenRatioTracker
   (managers/scheduler_components/new_token_ratio_tracker.py): it starts at ``new_token_ratio``,
   decays linearly per decode step to ``new_token_ratio x min_ratio_factor`` over
   ``ratio_decay_steps`` steps, is reset when the worker idles, and after a retraction is set to
-  (tokens decoded + 20 x requests) / (their output lengths + 1) over the requests kept.
+  (tokens decoded + 20 x requests) / (their output lengths + 1) over the requests kept. The first
+  request that does not fit ends the step's admission, as SGLang's loop (``skip_misfits``: go on).
 - The KV pool is shared with the prefix cache (``LocalRadixCache``): a finished prefill puts its
   prompt in the tree (shared while it runs), a finished request its prompt and output; unreferenced
   nodes are evicted least-recently-used when room is needed; evictions are reported to the router.
@@ -156,7 +158,7 @@ class EngineWorker:
         return self.plan
 
     def _plan_prefill(self) -> StepPlan | None:
-        retry = self._dirty or self._stale >= self.config.retry_every
+        retry = self.admission_due()
         if self.chunked is None and not (self.waiting and retry):
             return None
         running = len(self.batch)
@@ -173,7 +175,7 @@ class EngineWorker:
             if admitted:
                 self.waiting.remove(admitted)
             else:
-                self._dirty, self._stale = False, 0
+                self.admission_failed()
         if not budget.batch:
             return None
         cache, batch = self.cache, budget.batch
@@ -193,7 +195,7 @@ class EngineWorker:
     def _plan_decode(self) -> StepPlan | None:
         if not self.batch:
             return None
-        self._make_decode_room()
+        self.make_decode_room()
         if not self.batch:
             return self._plan_prefill()
         n = len(self.batch)
@@ -218,9 +220,6 @@ class EngineWorker:
         self._dirty, self._stale = False, 0
 
     def make_decode_room(self) -> None:
-        self._make_decode_room()
-
-    def _make_decode_room(self) -> None:
         """Retract running requests until the rest has room for ``retract_steps`` decode steps."""
         cache = self.cache
         if cache.free_tokens + cache.evictable_tokens >= len(self.batch):
