@@ -72,7 +72,8 @@ SGLang's ``--schedule-policy``."""
         require(not unknown or not self.key_table.enabled,
                 f"--fairness-admins names clients without a key in --client-keys: {', '.join(unknown)}")
         require(self.batching.policy in BATCHING_POLICIES,
-                f"--batch-policy {self.batching.policy!r}: SGLang workers run {' or '.join(BATCHING_POLICIES)} "
+                f"--batch-policy {self.batching.policy!r}: SGLang workers run "
+                f"{' or '.join(BATCHING_POLICIES)} "
                 "(SGLang decodes every running request in every decode step; Sarathi's rule is SGLang's "
                 "--enable-mixed-chunk with --chunked-prefill-size; see docs/batching.md)")
         self.weights()  # a conflict between the flag and the key file is an error at once

@@ -98,7 +98,7 @@ def step_budget_of(scheduler: Any) -> StepBudget | None:
             logger.info("sglang-fair: fairbatching time-budget chunk sizing (TTFT %s s, TPOT %s s)",
                         config.ttft, config.tpot)
         setattr(scheduler, BUDGET_ATTR, budget)
-    return budget or None
+    return budget if isinstance(budget, StepBudget) else None
 
 
 def prefill_adder_class(original: Any, self: Any) -> Any:

@@ -28,8 +28,6 @@ from sglang_fair.batching import BatchingConfig, DecodeView, PrefillView, StepVi
 from sglang_fair.batching.fairbatching import FairBatching
 from sglang_fair.sglang_plugin.state import client_of
 
-SGLANG_POLICIES = ("sglang", "fairbatching")  # --batch-policy values a SGLang worker runs
-
 
 class StepBudget:
     """FairBatching's step-time model and the running requests' token times, for one scheduler."""
@@ -99,7 +97,7 @@ def sized_adder_class(base: type, scheduler: Any, budget: StepBudget) -> type:
     cls = _CLASSES.get(cache_key)
     if cls is not None:
         return cls
-    base_init = base.__init__
+    base_init = getattr(base, "__init__")  # noqa: B009 (base is SGLang's PrefillAdder class)
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         base_init(self, *args, **kwargs)
