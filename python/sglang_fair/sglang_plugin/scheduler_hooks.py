@@ -135,6 +135,8 @@ def process_batch_result(_result: Any, self: Any, batch: Any, *args: Any, **kwar
         budget.observe(batch, extend=bool(batch.forward_mode.is_extend()))
         if budget.steps % 256 == 0:
             budget.prune([*self.running_batch.reqs, *batch.reqs])
+            logger.info("sglang-fair: step model after %d steps: %.4g s + %.3g s/KV token + %.3g s/token",
+                        budget.steps, *budget.policy.model.coefficients)
     state = state_of(self.policy)
     if state is None:
         return
