@@ -87,6 +87,7 @@ class Scheduler:
     running_batch: Batch = field(default_factory=Batch)
     chunked_req: Req | None = None
     is_mixed_chunk: bool = False
+    prefill_decode_interval: int = 1
     policy: Policy = field(default_factory=Policy)
     waiting_queue: list[Req] = field(default_factory=list)
 
@@ -220,6 +221,17 @@ def test_the_scheduler_hooks_size_the_adder_and_feed_the_model() -> None:
     reqs[0].output_ids = list(range(10))
     clock.t += 0.3  # the next token is due in 0.2 s
     assert cls(8192, scheduler.running_batch).rem_chunk_tokens < 8192
+
+
+@pytest.mark.usefixtures("fairbatching_env")
+def test_without_interleaving_sglangs_chunk_size_stands() -> None:
+    """Without mixed chunk or a prefill-decode interval SGLang runs a prompt's chunks back to back
+    (``get_next_batch_to_run``: prefill first), so smaller chunks would only add steps."""
+    scheduler = Scheduler(prefill_decode_interval=0)
+    assert scheduler_hooks.prefill_adder_class(lambda _s: BaseAdder, scheduler) is BaseAdder
+    assert scheduler_hooks.step_budget_of(scheduler) is None
+    mixed = Scheduler(prefill_decode_interval=0, is_mixed_chunk=True)
+    assert scheduler_hooks.prefill_adder_class(lambda _s: BaseAdder, mixed) is not BaseAdder
 
 
 def test_without_the_flag_the_adder_is_sglangs(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -118,7 +118,7 @@ ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
                                           "extend_num_tokens")),
     (M + "schedule_batch.Req", ("rid", "origin_input_ids", "output_ids", "routing_key", "kv", "prefix_len")),
     (M + "scheduler.Scheduler", ("waiting_queue", "tree_cache", "policy", "running_batch", "chunked_req",
-                                 "is_mixed_chunk")),
+                                 "is_mixed_chunk", "prefill_decode_interval")),
     (M + "io_struct.GenerateReqInput", ("routing_key", "routed_dp_rank")),
     (M + "io_struct.TokenizedGenerateReqInput", ("rid", "input_ids", "routing_key")),
     (SERVER_ARGS, ("dp_size", "schedule_policy", "api_key", "enable_priority_scheduling", "pp_size",

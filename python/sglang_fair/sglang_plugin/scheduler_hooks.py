@@ -94,11 +94,21 @@ def step_budget_of(scheduler: Any) -> StepBudget | None:
     if budget is None:
         config = config_from_env().batching
         budget = StepBudget(config) if config.policy == "fairbatching" else False
-        if budget:
+        if budget and not interleaves(scheduler):
+            logger.warning("sglang-fair: --batch-policy fairbatching sizes chunks only with "
+                           "--enable-mixed-chunk or --prefill-decode-interval N: without them SGLang runs a "
+                           "prompt's chunks back to back and the decodes wait for all of them anyway")
+            budget = False
+        elif budget:
             logger.info("sglang-fair: fairbatching time-budget chunk sizing (TTFT %s s, TPOT %s s)",
                         config.ttft, config.tpot)
         setattr(scheduler, BUDGET_ATTR, budget)
     return budget if isinstance(budget, StepBudget) else None
+
+
+def interleaves(scheduler: Any) -> bool:
+    """Do decodes run between a prompt's chunks (mixed chunk, or SGLang's prefill-decode interval)?"""
+    return bool(scheduler.is_mixed_chunk) or (scheduler.prefill_decode_interval or 0) > 0
 
 
 def prefill_adder_class(original: Any, self: Any) -> Any:
