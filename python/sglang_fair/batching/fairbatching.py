@@ -35,6 +35,7 @@ from sglang_fair.batching.stepmodel import OnlineStepModel
 # (fixed, per KV token, per new token), seconds: the simulator's a100-llama8b roofline preset
 # (public figures, sim/steptime.py), used when no prior is configured
 DEFAULT_PRIOR = (1.23e-2, 9.2e-8, 1.03e-4)
+MIN_CHUNK = 16  # chunk_budget's floor, tokens
 
 
 class _Batch:
@@ -119,3 +120,24 @@ class FairBatching(BatchingPolicy):
     def prefill_budget(self, view: StepView, queued_tokens: int) -> float | None:
         """003's prefill admission budget for a request with the default TTFT target (pab.py)."""
         return prefill_admission_budget(view, self.config.ttft, self.model.coefficients, queued_tokens)
+
+    def chunk_budget(self, view: StepView, decodes_ride: bool) -> int | None:
+        """Prefill tokens for a host that cannot defer decodes (SGLang: every running request decodes
+        whenever a decode step runs): the largest chunk that keeps the step's estimated time within
+        the time budget T, or None (no running decodes: no time limit). ``decodes_ride``: every
+        running decode is in the same step (SGLang's mixed chunk); otherwise the step is prefill only
+        and the decodes wait for it. The first prefill candidate's cached prefix is read; the result
+        is at least :data:`MIN_CHUNK` (progress when the model says even an empty step overruns T)
+        and at most the token cap."""
+        limit = self.time_budget(view)
+        if not math.isfinite(limit):
+            return None
+        fixed, per_context, per_token = self.model.coefficients
+        riding = view.decodes if decodes_ride else ()
+        context = sum(d.context + 1 for d in riding) + (view.prefills[0].prefilled if view.prefills else 0)
+        spare = limit - fixed - per_context * context - per_token * len(riding)
+        per = per_context + per_token
+        if per <= 0:
+            return self.token_budget
+        chunk = int(spare / per + 1e-9) if spare > 0 else 0
+        return min(self.token_budget, max(MIN_CHUNK, chunk))

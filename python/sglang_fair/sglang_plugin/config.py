@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_fair.admission import AdmissionConfig
+from sglang_fair.batching import BatchingConfig
 from sglang_fair.core.cost import CostModel, parse_weights
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
@@ -27,6 +28,11 @@ ENV_CONFIG = "SGLANG_FAIR_CONFIG"
 ENV_STATE_DIR = "SGLANG_FAIR_STATE_DIR"
 # added to SGLang's --schedule-policy choices; the rest stay SGLang's
 FAIR_POLICIES = ("dlpm", "dlpm_light", "vtc")
+# --batch-policy values a SGLang worker runs (docs/batching.md: SGLang cannot defer decodes)
+BATCHING_POLICIES = ("sglang", "fairbatching")
+# BatchingConfig fields that have no meaning in SGLang (SLAI's, and 003's arrival envelope choice)
+BATCHING_SKIP = ("offset", "offset_high", "memory_threshold", "max_active", "decode_limit", "prefill_order",
+                 "envelope")
 
 
 @dataclass(frozen=True)
@@ -34,9 +40,12 @@ class FairConfig:
     """What ``sglang-fair serve`` adds to SGLang's flags, over the core's own configs: Q^u
     (``--fair-quantum``, :class:`AdmissionConfig`), the cost (``--w-e``, ``--w-q``,
     ``--client-weights``, :class:`CostModel`), and client identity (``--client-keys``,
-    ``--client-header``). The admission policy's name is SGLang's ``--schedule-policy``."""
+    ``--client-header``), and batch formation (``--batch-policy fairbatching``: the time-budget
+chunk sizing of ``step_budget.py``, :class:`BatchingConfig`). The admission policy's name is
+SGLang's ``--schedule-policy``."""
 
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
+    batching: BatchingConfig = field(default_factory=BatchingConfig)
     client_keys: str = field(
         default="", metadata={"help": "file of 'API_KEY CLIENT [WEIGHT]' lines; enables 401 for other keys"}
     )
@@ -62,6 +71,11 @@ class FairConfig:
         unknown = sorted(admins - set(self.key_table.clients.values()))
         require(not unknown or not self.key_table.enabled,
                 f"--fairness-admins names clients without a key in --client-keys: {', '.join(unknown)}")
+        require(self.batching.policy in BATCHING_POLICIES,
+                f"--batch-policy {self.batching.policy!r}: SGLang workers run "
+                f"{' or '.join(BATCHING_POLICIES)} "
+                "(SGLang decodes every running request in every decode step; Sarathi's rule is SGLang's "
+                "--enable-mixed-chunk with --chunked-prefill-size; see docs/batching.md)")
         self.weights()  # a conflict between the flag and the key file is an error at once
 
     def admins(self) -> frozenset[str]:
@@ -95,7 +109,9 @@ class FairConfig:
     def to_env(self) -> str:
         """The flag values as JSON; :func:`config_from_env` rebuilds the same config."""
         flags = {**_values(self.admission, AdmissionConfig.flag_prefix, skip=("policy", "cost")),
-                 **_values(self.admission.cost), "client_keys": self.client_keys,
+                 **_values(self.admission.cost),
+                 **_values(self.batching, BatchingConfig.flag_prefix, skip=BATCHING_SKIP),
+                 "client_keys": self.client_keys,
                  "client_header": self.client_header, "fairness_admins": self.fairness_admins,
                  "client_ttl": self.client_ttl, "client_max_inflight": self.client_max_inflight}
         return json.dumps(flags)
@@ -105,6 +121,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of :class:`FairConfig`, derived from the configs that declare them."""
     add_flags(parser, AdmissionConfig, skip=("policy",))
     add_flags(parser, CostModel)
+    add_flags(parser, BatchingConfig, skip=BATCHING_SKIP)
     add_flags(parser, FairConfig)
 
 
@@ -120,7 +137,7 @@ def build_config(values: Mapping[str, Any]) -> FairConfig:
         args.client_weights = parse_weights(args.client_weights)
     admission = from_flags(AdmissionConfig, args, cost=from_flags(CostModel, args))
     path = str(getattr(args, "client_keys", "") or "")
-    return from_flags(FairConfig, args, admission=admission,
+    return from_flags(FairConfig, args, admission=admission, batching=from_flags(BatchingConfig, args),
                       key_table=load_key_file(path) if path else KeyTable())
 
 

@@ -82,6 +82,8 @@ USED_NAMES: tuple[str, ...] = (
     M + "schedule_policy.AddReqResult",
     M + "schedule_policy.PrefillAdder.add_one_req",
     M + "schedule_policy.PrefillAdder.budget_state",
+    M + "schedule_policy.PrefillAdder.__init__",
+    "sglang.srt.model_executor.forward_batch_info.ForwardMode.is_extend",
     M + "scheduler.Scheduler.get_num_allocatable_reqs",
     M + "schedule_batch.Req.init_next_round_input",
     M + "schedule_batch.Req.finished",
@@ -110,11 +112,13 @@ USED_NAMES: tuple[str, ...] = (
 
 # Instance attributes the plugin reads (set in ``__init__``, so only the source or annotations show them).
 ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    (M + "schedule_policy.PrefillAdder", ("can_run_list", "running_batch")),
+    (M + "schedule_policy.PrefillAdder", ("can_run_list", "running_batch", "rem_chunk_tokens")),
     (M + "schedule_policy.SchedulePolicy", ("policy", "tree_cache")),
-    (M + "schedule_batch.ScheduleBatch", ("batch_is_full", "reqs")),
-    (M + "schedule_batch.Req", ("rid", "origin_input_ids", "output_ids", "routing_key", "kv")),
-    (M + "scheduler.Scheduler", ("waiting_queue", "tree_cache", "policy")),
+    (M + "schedule_batch.ScheduleBatch", ("batch_is_full", "reqs", "launch_ts", "forward_mode",
+                                          "extend_num_tokens")),
+    (M + "schedule_batch.Req", ("rid", "origin_input_ids", "output_ids", "routing_key", "kv", "prefix_len")),
+    (M + "scheduler.Scheduler", ("waiting_queue", "tree_cache", "policy", "running_batch", "chunked_req",
+                                 "is_mixed_chunk", "prefill_decode_interval")),
     (M + "io_struct.GenerateReqInput", ("routing_key", "routed_dp_rank")),
     (M + "io_struct.TokenizedGenerateReqInput", ("rid", "input_ids", "routing_key")),
     (SERVER_ARGS, ("dp_size", "schedule_policy", "api_key", "enable_priority_scheduling", "pp_size",

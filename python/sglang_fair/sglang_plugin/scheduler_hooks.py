@@ -15,9 +15,11 @@ from sglang_fair.sglang_plugin.config import FAIR_POLICIES, config_from_env
 from sglang_fair.sglang_plugin.match_index import INDEX_ATTR
 from sglang_fair.sglang_plugin.publish import Publisher, state_dir
 from sglang_fair.sglang_plugin.state import FairState
+from sglang_fair.sglang_plugin.step_budget import StepBudget, sized_adder_class
 
 logger = logging.getLogger("sglang_fair")
 STATE_ATTR = "_sglang_fair_state"
+BUDGET_ATTR = "_sglang_fair_step_budget"
 
 
 def state_of(schedule_policy: Any) -> FairState | None:
@@ -85,9 +87,37 @@ def tree_changed(_result: Any, self: Any, *args: Any, **kwargs: Any) -> None:
         index.on_unknown_change()
 
 
+def step_budget_of(scheduler: Any) -> StepBudget | None:
+    """The scheduler's :class:`StepBudget`, made on first use; None unless ``--batch-policy
+    fairbatching`` (any ``--schedule-policy``)."""
+    budget = getattr(scheduler, BUDGET_ATTR, None)
+    if budget is None:
+        config = config_from_env().batching
+        budget = StepBudget(config) if config.policy == "fairbatching" else False
+        if budget and not interleaves(scheduler):
+            logger.warning("sglang-fair: --batch-policy fairbatching sizes chunks only with "
+                           "--enable-mixed-chunk or --prefill-decode-interval N: without them SGLang runs a "
+                           "prompt's chunks back to back and the decodes wait for all of them anyway")
+            budget = False
+        elif budget:
+            logger.info("sglang-fair: fairbatching time-budget chunk sizing (TTFT %s s, TPOT %s s)",
+                        config.ttft, config.tpot)
+        setattr(scheduler, BUDGET_ATTR, budget)
+    return budget if isinstance(budget, StepBudget) else None
+
+
+def interleaves(scheduler: Any) -> bool:
+    """Do decodes run between a prompt's chunks (mixed chunk, or SGLang's prefill-decode interval)?"""
+    return bool(scheduler.is_mixed_chunk) or (scheduler.prefill_decode_interval or 0) > 0
+
+
 def prefill_adder_class(original: Any, self: Any) -> Any:
-    """AROUND ``Scheduler.get_prefill_adder_class``: the fair adder when a fair policy runs."""
+    """AROUND ``Scheduler.get_prefill_adder_class``: the time-budget chunk sizing with
+    ``--batch-policy fairbatching``, the fair adder when a fair policy runs."""
     base = original(self)
+    budget = step_budget_of(self)
+    if budget is not None:
+        base = sized_adder_class(base, self, budget)
     state = state_of(self.policy)
     return base if state is None else fair_adder_class(base, self, state)
 
@@ -107,8 +137,16 @@ def abort_output(_result: Any, self: Any, abort_req: Any, req: Any, *args: Any, 
         state.abandon(req)
 
 
-def process_batch_result(_result: Any, self: Any, *args: Any, **kwargs: Any) -> None:
-    """AFTER ``Scheduler.process_batch_result``: charge output tokens, retire finished requests."""
+def process_batch_result(_result: Any, self: Any, batch: Any, *args: Any, **kwargs: Any) -> None:
+    """AFTER ``Scheduler.process_batch_result``: the step budget learns the batch's time; charge
+    output tokens, retire finished requests."""
+    budget = step_budget_of(self)
+    if budget is not None:
+        budget.observe(batch, extend=bool(batch.forward_mode.is_extend()))
+        if budget.steps % 256 == 0:
+            budget.prune([*self.running_batch.reqs, *batch.reqs])
+            logger.info("sglang-fair: step model after %d steps: %.4g s + %.3g s/KV token + %.3g s/token",
+                        budget.steps, *budget.policy.model.coefficients)
     state = state_of(self.policy)
     if state is None:
         return
