@@ -25,6 +25,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -113,49 +114,78 @@ def sweep(names: list[str], qus: list[float], duration: float) -> list[dict[str,
     return rows
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = (f"{'scenario':<9} {'policy':<10} {'Q^u':>6} {'light P99 s':>11} {'c0 hit':>7} {'thr tok/s':>10} "
-            f"{'Jain':>6}")
-    lines = [head]
+@dataclass(frozen=True)
+class Sweep:
+    """How a sweep's rows read: the key naming a run, the swept quantum and what the plot shows."""
+
+    who: str  # "policy" or "pair"
+    q: str  # "q_u" or "q_w"
+    label: str
+    variants: tuple[str, ...]
+    baselines: tuple[str, ...]
+    panels: tuple[tuple[str, str], ...] = (("light_p99_s", "light P99 (s)"),
+                                           ("flooder_hit_rate", "c0 hit rate"))
+
+
+QU_SWEEP = Sweep("policy", "q_u", "Q^u", VARIANTS, BASELINES)
+
+
+def table(rows: list[dict[str, Any]], sweep: Sweep = QU_SWEEP) -> str:
+    width = max(len(sweep.who), *(len(r[sweep.who]) for r in rows))
+    lines = [f"{'scenario':<9} {sweep.who:<{width}} {sweep.label:>7} {'light P99 s':>11} {'c0 hit':>7} "
+             f"{'thr tok/s':>10} {'Jain':>6}"]
     for r in rows:
-        q = f"{r['q_u']:g}" if r["q_u"] else "-"
+        q = f"{r[sweep.q]:g}" if r[sweep.q] else "-"
         p99 = "-" if r["light_p99_s"] is None else f"{r['light_p99_s']:.2f}"
-        lines.append(f"{r['scenario']:<9} {r['policy']:<10} {q:>6} {p99:>11} {r['flooder_hit_rate']:>7.4f} "
-                     f"{r['throughput']:>10.0f} {r['jain_index']:>6.3f}")
+        lines.append(f"{r['scenario']:<9} {r[sweep.who]:<{width}} {q:>7} {p99:>11} "
+                     f"{r['flooder_hit_rate']:>7.4f} {r['throughput']:>10.0f} {r['jain_index']:>6.3f}")
     return "\n".join(lines)
 
 
-def plot(rows: list[dict[str, Any]], path: Path) -> None:
+def plot(rows: list[dict[str, Any]], path: Path, sweep: Sweep = QU_SWEEP) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = list(dict.fromkeys(r["scenario"] for r in rows))
-    fig, axes = plt.subplots(2, len(names), figsize=(3.2 * len(names), 5.5), squeeze=False)
+    panels = sweep.panels
+    fig, axes = plt.subplots(len(panels), len(names), figsize=(3.2 * len(names), 2.75 * len(panels)),
+                             squeeze=False)
     for j, name in enumerate(names):
-        panels = (("light_p99_s", "light P99 (s)"), ("flooder_hit_rate", "c0 hit rate"))
+        mine = [r for r in rows if r["scenario"] == name]
         for i, (key, label) in enumerate(panels):
             ax = axes[i][j]
-            for policy, style in (("dlpm", "o-"), ("dlpm_light", "s-")):
-                pts = [(r["q_u"], r[key]) for r in rows if r["scenario"] == name and r["policy"] == policy]
-                ax.plot([q for q, _ in pts], [v for _, v in pts], style, label=policy)
-            for policy, color in (("lpm", "grey"), ("fcfs", "tab:green"), ("vtc", "tab:red")):
-                val = next(r[key] for r in rows if r["scenario"] == name and r["policy"] == policy)
+            for run, style in zip(sweep.variants, ("o-", "s-"), strict=True):
+                pts = [(r[sweep.q], r[key]) for r in mine if r[sweep.who] == run]
+                ax.plot([q for q, _ in pts], [v for _, v in pts], style, label=run)
+            for run, color in zip(sweep.baselines, ("grey", "tab:green", "tab:red"), strict=True):
+                val = next(r[key] for r in mine if r[sweep.who] == run)
                 if val is not None:
-                    ax.axhline(val, color=color, ls="--", lw=1, label=policy)
+                    ax.axhline(val, color=color, ls="--", lw=1, label=run)
             ax.set_xscale("log", base=2)
             if key == "light_p99_s":
                 ax.set_yscale("log")
+            if i == 0:
                 ax.set_title(name)
-            else:
-                ax.set_xlabel("Q^u")
+            if i == len(panels) - 1:
+                ax.set_xlabel(sweep.label)
             if j == 0:
                 ax.set_ylabel(label)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
+
+
+def report(rows: list[dict[str, Any]], json_path: str, plot_path: str, sweep: Sweep = QU_SWEEP) -> None:
+    """Print the table; write the rows as JSON and the plot where asked."""
+    print(table(rows, sweep))
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1))
+    if plot_path:
+        plot(rows, Path(plot_path), sweep)
+        print(f"wrote {plot_path}")
 
 
 def main() -> None:
@@ -168,13 +198,7 @@ def main() -> None:
     args = parser.parse_args()
     qus = [float(q) for q in args.qus.split(",")]
     names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
-    rows = sweep(names, qus, args.duration)
-    print(table(rows))
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
-    if args.plot:
-        plot(rows, Path(args.plot))
-        print(f"wrote {args.plot}")
+    report(sweep(names, qus, args.duration), args.json, args.plot)
 
 
 if __name__ == "__main__":
