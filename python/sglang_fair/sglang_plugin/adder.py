@@ -12,6 +12,7 @@ disaggregation, diffusion LMs, hybrid Mamba models.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sglang_fair.sglang_plugin.state import FairState
@@ -58,15 +59,25 @@ class AdderBudget:
         return added
 
 
-_CLASSES: dict[tuple[int, type], type] = {}
+_CLASSES: dict[tuple[str, int, type], type] = {}
+
+
+def subclass_once(name: str, base: type, scheduler: Any, members: Callable[[], dict[str, Any]]) -> type:
+    """``base`` subclassed as ``name`` with ``members()``, built once per (name, scheduler, base):
+    SGLang asks for its adder class every step."""
+    key = (name, id(scheduler), base)
+    cls = _CLASSES.get(key)
+    if cls is None:
+        cls = _CLASSES[key] = type(name, (base,), members())
+    return cls
 
 
 def fair_adder_class(base: type, scheduler: Any, state: FairState) -> type:
     """A subclass of ``base`` (SGLang's adder class) whose admission runs ``state``'s policy."""
-    cache_key = (id(scheduler), base)
-    cls = _CLASSES.get(cache_key)
-    if cls is not None:
-        return cls
+    return subclass_once("FairPrefillAdder", base, scheduler, lambda: _fair_members(base, scheduler, state))
+
+
+def _fair_members(base: type, scheduler: Any, state: FairState) -> dict[str, Any]:
     from sglang.srt.managers.schedule_policy import AddReqResult
 
     base_add_one = getattr(base, "add_one_req")  # noqa: B009 (base is SGLang's PrefillAdder class)
@@ -80,6 +91,4 @@ def fair_adder_class(base: type, scheduler: Any, state: FairState) -> type:
         state.select(scheduler.waiting_queue, budget)
         return AddReqResult.OTHER
 
-    cls = type("FairPrefillAdder", (base,), {"add_one_req": add_one_req, "__doc__": __doc__})
-    _CLASSES[cache_key] = cls
-    return cls
+    return {"add_one_req": add_one_req, "__doc__": __doc__}

@@ -26,6 +26,7 @@ from typing import Any
 
 from sglang_fair.batching import BatchingConfig, DecodeView, PrefillView, StepView
 from sglang_fair.batching.fairbatching import FairBatching
+from sglang_fair.sglang_plugin.adder import subclass_once
 from sglang_fair.sglang_plugin.state import client_of
 
 
@@ -88,15 +89,13 @@ class StepBudget:
         self.first_token = {rid: t for rid, t in self.first_token.items() if rid in keep}
 
 
-_CLASSES: dict[tuple[int, type], type] = {}
-
-
 def sized_adder_class(base: type, scheduler: Any, budget: StepBudget) -> type:
     """A subclass of ``base`` (SGLang's adder class) whose chunk budget is ``budget``'s for the step."""
-    cache_key = (id(scheduler), base)
-    cls = _CLASSES.get(cache_key)
-    if cls is not None:
-        return cls
+    return subclass_once("TimeBudgetPrefillAdder", base, scheduler,
+                         lambda: _sized_members(base, scheduler, budget))
+
+
+def _sized_members(base: type, scheduler: Any, budget: StepBudget) -> dict[str, Any]:
     base_init = getattr(base, "__init__")  # noqa: B009 (base is SGLang's PrefillAdder class)
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -108,6 +107,4 @@ def sized_adder_class(base: type, scheduler: Any, budget: StepBudget) -> type:
         if tokens is not None:
             self.rem_chunk_tokens = min(self.rem_chunk_tokens, tokens)
 
-    cls = type("TimeBudgetPrefillAdder", (base,), {"__init__": __init__, "__doc__": __doc__})
-    _CLASSES[cache_key] = cls
-    return cls
+    return {"__init__": __init__, "__doc__": __doc__}
