@@ -40,6 +40,15 @@ def pack_tokens(tokens: TokenKey) -> bytes:
     return packed.tobytes()
 
 
+def unpack_tokens(packed: bytes) -> tuple[int, ...]:
+    """The token ids of :func:`pack_tokens`'s bytes."""
+    out = array("I")
+    if out.itemsize != WIDTH:
+        out = array("L")  # pragma: no cover - exotic platforms
+    out.frombytes(packed)
+    return tuple(out)
+
+
 def token_count(tokens: TokenKey) -> int:
     return len(tokens) // WIDTH if isinstance(tokens, bytes) else len(tokens)
 

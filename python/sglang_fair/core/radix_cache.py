@@ -20,12 +20,13 @@ from itertools import chain
 from typing import Protocol
 
 from sglang_fair.core.errors import require
+from sglang_fair.core.global_tree import pack_tokens, unpack_tokens
 
 
 class CacheNode:
     """One edge of the tree: ``key`` holds its tokens; ``ref`` counts running requests using it."""
 
-    __slots__ = ("children", "depth", "key", "last_access", "parent", "ref")
+    __slots__ = ("children", "depth", "key", "last_access", "packed", "parent", "ref")
 
     def __init__(self, key: list[int], parent: CacheNode | None, depth: int) -> None:
         self.key = key
@@ -34,14 +35,20 @@ class CacheNode:
         self.children: dict[int, CacheNode] = {}
         self.ref = 0
         self.last_access = 0
+        self.packed: bytes | None = None  # ``key`` packed (global_tree.pack_tokens), made on first need
 
 
 @dataclass(frozen=True)
 class Evicted:
-    """``tokens[start:]`` left the cache; ``tokens[:start]`` is still cached."""
+    """``tokens[start:]`` left the cache; ``tokens[:start]`` is still cached. The path is kept packed
+    (:func:`~sglang_fair.core.global_tree.pack_tokens`), as the router's tree takes it."""
 
-    tokens: tuple[int, ...]
+    packed: bytes
     start: int
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        return unpack_tokens(self.packed)
 
 
 class CacheListener(Protocol):
@@ -127,6 +134,7 @@ class LocalRadixCache:
         upper = CacheNode(child.key[:at], parent, child.depth - len(child.key) + at)
         upper.ref, upper.last_access = child.ref, child.last_access
         child.key = child.key[at:]
+        child.packed = None
         child.parent = upper
         upper.children[child.key[0]] = child
         parent.children[upper.key[0]] = upper
@@ -176,7 +184,7 @@ class LocalRadixCache:
                 break
             parent = leaf.parent
             assert parent is not None
-            evicted.append(Evicted(self._path(leaf), leaf.depth - len(leaf.key)))
+            evicted.append(Evicted(self._packed_path(leaf), leaf.depth - len(leaf.key)))
             self.evicted.append(evicted[-1])
             if self.listener is not None:
                 self.listener.on_evict(leaf)
@@ -227,6 +235,19 @@ class LocalRadixCache:
             parts.append(cur.key)
             cur = cur.parent
         return tuple(chain.from_iterable(reversed(parts)))
+
+    @staticmethod
+    def _packed_path(node: CacheNode) -> bytes:
+        """root..node packed; each node keeps its packed key, so shared ancestors are packed once."""
+        parts: list[bytes] = []
+        cur: CacheNode | None = node
+        while cur is not None and cur.parent is not None:
+            if cur.packed is None:
+                cur.packed = pack_tokens(cur.key)
+            parts.append(cur.packed)
+            cur = cur.parent
+        parts.reverse()
+        return b"".join(parts)
 
 
 def as_token_list(tokens: Sequence[int]) -> list[int]:

@@ -121,7 +121,7 @@ class Lockstep:
             self.finished.append(req)
             self.router.on_finish(worker.index, req.client, req.generated)
         for ev in out.evicted:
-            self.router.on_evict(worker.index, ev.tokens, ev.start)
+            self.router.on_evict(worker.index, ev.packed, ev.start)
 
     def _observe(self, recorder: Recorder | None, phase: str) -> None:
         if recorder is not None:

@@ -15,13 +15,14 @@ import itertools
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.batching import BatchingConfig, make_batching_policy
 from sglang_fair.core.cost import CostModel
+from sglang_fair.core.global_tree import pack_tokens
 from sglang_fair.core.radix_cache import Evicted
 from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
 from sglang_fair.routing import RouterConfig, make_routing_policy
@@ -36,6 +37,16 @@ from sglang_fair.sim.worker import EngineWorker
 from sglang_fair.workloads import Program, ProgramRun
 
 Progress = Callable[[float, int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """What the router reads of a request: its prompt packed once (the router's tree stores packed
+    tokens, so a list would be packed again at every lookup and insert)."""
+
+    rid: int
+    client: str
+    tokens: bytes
 
 
 class Simulator:
@@ -86,6 +97,7 @@ class Simulator:
         self._completing: EngineWorker | None = None
         self._version = [0] * cluster.dp  # of each worker's pending step-end event
         self._started = [0.0] * cluster.dp  # start of each worker's current plan
+        self._packed: tuple[object, bytes] = (None, b"")  # the last prompt routed, packed for the router
 
     # ---- event queue ----------------------------------------------------------------------------
     def _push(self, t: float, kind: int, data: Any) -> None:
@@ -135,7 +147,9 @@ class Simulator:
         self.requests.append(RequestRecord(rid, p.pid, p.client, self.now, len(prompt), req.output_len))
         if self.slo is not None:
             self.slo.on_dispatch(req)
-        worker = self.workers[self.router.route(req)]
+        if self._packed[0] is not shared:  # siblings share their prompt object and come one after another
+            self._packed = (shared, pack_tokens(shared))
+        worker = self.workers[self.router.route(Routed(rid, p.client, self._packed[1]))]
         self.requests[rid].worker = worker.index
         worker.enqueue(req)
         if worker is self._completing:
@@ -198,7 +212,7 @@ class Simulator:
 
     def _evicted(self, worker: int, evicted: list[Evicted]) -> None:
         for e in evicted:
-            self.router.on_evict(worker, e.tokens, e.start)
+            self.router.on_evict(worker, e.packed, e.start)
 
     def _finished(self, worker: EngineWorker, req: EngineRequest) -> None:
         rec = self.requests[req.rid]
