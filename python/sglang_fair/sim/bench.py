@@ -2,7 +2,9 @@
 
 Reports simulated requests (LLM calls) per CPU second, simulated seconds per wall second
 (the issue's target: at least 100x real time for D=8 Tree-of-Thoughts) and the time to build the
-workload, for one router:policy pair. ``--requests 10000,100000,1000000`` runs one bench per size,
+workload, for one router:policy pair, with CPU time per request and the peak memory (RSS) of the
+process so far. ``--max-time`` stops the run there (a sustained-load run: arrivals until
+``--duration``, cut at ``--max-time = --duration``). ``--requests 10000,100000,1000000`` runs one bench per size,
 each with arrivals lasting as long as the offered load needs to send that many requests (measured
 on a 60 s sample of the workload), and prints one JSON line per size as it finishes.
 """
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
+import sys
 import time
 from dataclasses import replace
 from typing import Any
@@ -27,7 +31,7 @@ def bench(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineCon
     t1, c1 = time.perf_counter(), time.process_time()
     result = Simulator(cluster, engine, programs, horizon=workload.duration).run()
     t2, c2 = time.perf_counter(), time.process_time()
-    calls = call_count(programs)
+    calls = len(result.requests)  # dispatched (all of the workload unless cut by --max-time)
     return {
         "workload": workload.workload, "scenario": workload.scenario, "dp": cluster.dp,
         "pair": f"{cluster.router}:{cluster.policy}", "programs": len(programs), "requests": calls,
@@ -38,7 +42,15 @@ def bench(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineCon
         "simulated_s_per_wall_s": round(result.end_time / max(t2 - t1, 1e-9), 1),
         "simulated_s_per_cpu_s": round(result.end_time / max(c2 - c1, 1e-9), 1),
         "steps_per_cpu_s": round(result.steps / max(c2 - c1, 1e-9), 1),
+        "sim_cpu_us_per_request": round((c2 - c1) / max(calls, 1) * 1e6, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
     }
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process so far (MB; Linux reports KiB, macOS bytes)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,10 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--policy", default="dlpm")
     p.add_argument("--source", default="mtbench")
     p.add_argument("--requests", default="", help="comma-separated request counts (sizes the duration)")
+    p.add_argument("--max-time", type=float, default=0.0,
+                   help="stop at this simulated time (sustained load: = --duration); 0 = run to the end")
     args = p.parse_args(argv)
     workload = WorkloadConfig(workload=args.workload, scenario=args.scenario, clients=args.clients,
                               rate=args.rate, duration=args.duration, source=args.source)
-    cluster = ClusterSimConfig(dp=args.dp, router=args.router, policy=args.policy)
+    cluster = ClusterSimConfig(dp=args.dp, router=args.router, policy=args.policy, max_time=args.max_time)
     if not args.requests:
         print(json.dumps(bench(workload, cluster, EngineConfig()), indent=2))
         return 0
