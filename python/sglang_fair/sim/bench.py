@@ -4,9 +4,10 @@ Reports simulated requests (LLM calls) per CPU second, simulated seconds per wal
 (the issue's target: at least 100x real time for D=8 Tree-of-Thoughts) and the time to build the
 workload, for one router:policy pair, with CPU time per request and the peak memory (RSS) of the
 process so far. ``--max-time`` stops the run there (a sustained-load run: arrivals until
-``--duration``, cut at ``--max-time = --duration``). ``--requests 10000,100000,1000000`` runs one bench per size,
-each with arrivals lasting as long as the offered load needs to send that many requests (measured
-on a 60 s sample of the workload), and prints one JSON line per size as it finishes.
+``--duration``, cut at ``--max-time = --duration``). ``--requests 10000,100000,1000000`` runs
+one bench per size, each with arrivals lasting as long as the offered load needs to send that many
+requests (measured on a 60 s sample of the workload), and prints one JSON line per size as it
+finishes.
 """
 
 from __future__ import annotations
