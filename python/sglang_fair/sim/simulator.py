@@ -240,15 +240,17 @@ def long_run_collector(young: int = 50_000) -> Iterator[None]:
     policies) is frozen out of the collector's passes, and a young-generation pass waits for
     ``young`` net new containers instead of 700. A run allocates many short-lived containers
     (token lists, step outcomes) that reference counting frees; with the defaults the passes over
-    them and over the workload took about a sixth of a run's CPU time. Restored on exit."""
-    threshold = gc.get_threshold()
+    them and over the workload took about a sixth of a run's CPU time. Restored on exit (objects a
+    caller froze before stay frozen, with those of the run)."""
+    threshold, caller_froze = gc.get_threshold(), gc.get_freeze_count() > 0
     gc.freeze()
     gc.set_threshold(max(threshold[0], young), *threshold[1:])
     try:
         yield
     finally:
         gc.set_threshold(*threshold)
-        gc.unfreeze()
+        if not caller_froze:
+            gc.unfreeze()
 
 
 def stderr_progress(duration: float, every_s: float = 2.0) -> Progress:
