@@ -54,7 +54,8 @@ def experiments(a: argparse.Namespace) -> dict[str, list[Point]]:
                   for ld in ("near", "above") for p in ("lpm", "vtc", "dlpm")],
         "fig8": [Point("arena", dp=2, preset=A10, router=r, policy=p) for r, p in _pairs(2)],
         "fig7": [Point(wl, sc, dp, router=r, policy=p)
-                 for wl in a.workloads for sc in ("s1", "s2") for dp in a.dps for r, p in _pairs(dp)],
+                 for wl in a.workloads for sc in ("s1", "s2") for dp in (a.qa_dps if wl == "qa" else a.dps)
+                 for r, p in _pairs(dp)],
         "fig10": [Point("tot", sc, 4, router=r, policy=p, q_w=qw)
                   for sc in ("s1", "none") for r, p in _pairs(4)
                   for qw in (a.qws if r.startswith("d2lpm") else [0.0])],
@@ -103,6 +104,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         results["figures"][name] = [p.key() for p in points]
     with ProcessPoolExecutor(max_workers=a.jobs, initializer=_nice) as pool:
         combos = {p.combo(): p for points in figs.values() for p in points}
+        combos = dict(sorted(combos.items(), key=lambda kv: kv[1].workload == "qa"))  # costliest last
         todo = {pool.submit(measure_capacity, p, proto, _start(p)): c
                 for c, p in combos.items() if c not in results["capacity"]}
         for fut in as_completed(todo):
@@ -116,14 +118,14 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
         done = {(r["key"], r["seed"]) for r in results["runs"]}
         series = {p.key() for n in SERIES_FIGS if n in figs for p in figs[n]}
         runs: dict[Future[dict[str, Any]], str] = {}
-        for points in figs.values():
-            for p in points:
-                for seed in a.seeds:
-                    if (p.key(), seed) in done:
-                        continue
-                    done.add((p.key(), seed))
-                    cap = results["capacity"][p.combo()]["capacity"]
-                    runs[pool.submit(run_point, p, cap, proto, seed, p.key() in series)] = p.key()
+        ordered = sorted((p for points in figs.values() for p in points), key=lambda p: p.workload == "qa")
+        for p in ordered:
+            for seed in a.seeds:
+                if (p.key(), seed) in done:
+                    continue
+                done.add((p.key(), seed))
+                cap = results["capacity"][p.combo()]["capacity"]
+                runs[pool.submit(run_point, p, cap, proto, seed, p.key() in series)] = p.key()
         _log(f"{len(runs)} runs to do")
         for i, fut in enumerate(as_completed(runs), 1):
             row = fut.result()
@@ -147,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--jobs", type=int, default=2, help="processes at a time (each at nice >= 10)")
     p.add_argument("--dps", default="1,2,4", help="fig7's data-parallel degrees (the paper: 1,2,4,8)")
     p.add_argument("--workloads", default="tot,judge,qa", help="fig7's workloads")
+    p.add_argument("--qa-dps", default="1,2", help="fig7's D for QA (the costliest workload to simulate)")
     p.add_argument("--qus", default="1024,4096,16384,65536", help="fig1's DLPM quanta")
     p.add_argument("--qws", default="2048,16384,131072", help="fig10's D²LPM quanta")
     p.add_argument("--clients", default="5,10,20,50", help="fig11's client counts")
@@ -157,6 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     a.only = a.only.split(",")
     a.seeds = [int(x) for x in a.seeds.split(",")]
     a.dps = [int(x) for x in a.dps.split(",")]
+    a.qa_dps = [int(x) for x in a.qa_dps.split(",")]
     a.workloads = a.workloads.split(",")
     a.qus = [float(x) for x in a.qus.split(",")]
     a.qws = [float(x) for x in a.qws.split(",")]

@@ -187,11 +187,24 @@ def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path:
     plt.close(fig)
 
 
+def capacity_table(caps: dict[str, Any]) -> str:
+    """The measured capacities: total programs/s (arena: the trace's time scale) under RR+LPM."""
+    rows = ["| workload / scenario / D / preset / branches | capacity | bracket (stable-unstable) | "
+            "trials (rate: growth) | CPU s |", "|---|---|---|---|---|"]
+    for combo, c in caps.items():
+        trials = ", ".join(f"{r:.4g}: {g:+.2f}" for r, g in c["trials"])
+        bracket = f"{c['stable']:.4g}-{c['unstable']:.4g}"
+        rows.append(f"| {combo} | **{c['capacity']:.4g}** | {bracket} | {trials} | {c['cpu_s']:g} |")
+    return "\n".join(rows)
+
+
 def render(results: dict[str, Any], out: Path) -> None:
     """Write the PNGs and the generated tables of docs/results.md from docs/results.json."""
     img = out / "img"
     img.mkdir(parents=True, exist_ok=True)
     parts = []
+    if results.get("capacity"):
+        parts.append("### Measured capacities\n\n" + capacity_table(results["capacity"]) + "\n")
     for name in TITLES:
         keys = results.get("figures", {}).get(name)
         runs = [r for r in results.get("runs", []) if keys and r["key"] in set(keys)]
