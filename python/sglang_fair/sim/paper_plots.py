@@ -158,6 +158,7 @@ def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path:
         series(pick, path, TITLES[name] + " (seed 0)")
         return
     if name == "fig7" or name == "loads":
+        pts = [{**p, "scheduler": "RR+LPM" if p["scheduler"] == "LPM" else p["scheduler"]} for p in pts]
         groups = sorted({(p["workload"], p["scenario"]) for p in pts})
         keys = ("throughput", "jain_index", "well_behaved_p99_s", "cache_hit_rate")
         fig, axes = plt.subplots(len(groups), 4, figsize=(13, 2.5 * len(groups)), squeeze=False)
@@ -166,6 +167,8 @@ def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path:
             x = "dp" if name == "fig7" else "load"
             lines(sub, list(axes[i]), x, keys, xmap=(float if name == "fig7" else LOADS.__getitem__))
             axes[i][0].set_title(f"{sc.upper()}@{wl}", fontsize=8)
+            for ax in axes[i]:
+                ax.set_xticks(sorted({float(p["dp"]) if name == "fig7" else LOADS[p["load"]] for p in sub}))
         axes[0][0].legend(fontsize=6)
     else:
         wide = name == "fig10"
