@@ -100,8 +100,9 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
                              "move it away or pass that protocol's flags")
         results = {"protocol": asdict(proto), "capacity": {}, "runs": [], "figures": {}}
     figs = experiments(a)
-    for name, points in figs.items():
-        results["figures"][name] = [p.key() for p in points]
+    for name, points in figs.items():  # a figure's points accumulate over invocations
+        known = results["figures"].setdefault(name, [])
+        known.extend(k for k in dict.fromkeys(p.key() for p in points) if k not in known)
     with ProcessPoolExecutor(max_workers=a.jobs, initializer=_nice) as pool:
         combos = {p.combo(): p for points in figs.values() for p in points}
         combos = dict(sorted(combos.items(), key=lambda kv: kv[1].workload == "qa"))  # costliest last
