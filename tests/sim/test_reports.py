@@ -20,20 +20,28 @@ def test_bench_reports_speed() -> None:
 
 def test_render_writes_figures_and_generated_section(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    from sglang_fair.sim.paper_plots import BEGIN, END, render
+    from dataclasses import asdict
 
-    base = {"throughput": 10.0, "jain_index": 0.9, "well_behaved_p50_s": 1.0, "cache_hit_rate": 0.5}
-    results = {
-        "fig1": {"rows": [{"policy": "lpm", "q_u": 0.0, **base}, {"policy": "dlpm", "q_u": 512.0, **base}],
-                 "duration": 5, "seed": 0, "wall_s": 1},
-        "fig7": {"rows": [{"workload": "tot", "scenario": "s1", "dp": d, "scheduler": s, **base}
-                          for d in (1, 2) for s in ("RR+LPM", "D²LPM")],
-                 "duration": 5, "seed": 0, "wall_s": 1},
-    }
+    from sglang_fair.sim.paper_plots import BEGIN, END, render
+    from sglang_fair.sim.protocol import KEYS, Point
+
+    def row(p: Point, seed: int, thr: float) -> dict:
+        return {**asdict(p), "key": p.key(), "seed": seed, "rate": 0.5, "scheduler": p.scheduler,
+                **{k: 1.0 for k in KEYS}, "throughput": thr, "jain_index": 0.9}
+
+    fig1 = [Point("tot", "s1", policy="lpm"), Point("tot", "s1", policy="dlpm", q_u=512.0)]
+    fig7 = [Point("tot", "s1", d, router=r, policy=pol) for d in (1, 2) for r, pol in
+            (("round_robin", "lpm"), ("d2lpm", "dlpm"))]
+    runs = [row(p, s, 10.0 + s) for p in fig1 + fig7 for s in (0, 1, 2)]
+    results = {"capacity": {"tot/s1/D1/x/B2": {"capacity": 0.3, "stable": 0.28, "unstable": 0.32,
+                                               "trials": [[0.3, 0.01]], "cpu_s": 1.0}},
+               "runs": runs, "figures": {"fig1": [p.key() for p in fig1], "fig7": [p.key() for p in fig7]}}
     (tmp_path / "results.md").write_text(f"# R\n\nprose\n\n{BEGIN}\nold\n{END}\n\nmore prose\n")
     render(results, tmp_path)
     text = (tmp_path / "results.md").read_text()
     assert "prose" in text and "more prose" in text and "old" not in text
-    assert "| lpm |" in text.replace("  ", " ")
+    assert "| LPM | - |" in text and "| DLPM | 512 |" in text
+    assert "11.0 [10.0-12.0]" in text  # mean [min-max] over the three seeds
+    assert "**0.3**" in text  # the capacity table
     assert (tmp_path / "img" / "fig1.png").stat().st_size > 1000
     assert (tmp_path / "img" / "fig7.png").stat().st_size > 1000

@@ -1,17 +1,25 @@
 """Figures and tables of ``scripts/reproduce_paper.py`` (needs matplotlib: the ``sim`` extra).
 
-``render(results, out)`` draws docs/img/fig{1,7,10,11}.png from the results dict and rewrites the
-generated section of ``out/results.md`` (between the BEGIN/END GENERATED markers) with tables.
+``render(results, out)`` draws docs/img/fig*.png from docs/results.json (every run of the protocol,
+:mod:`sglang_fair.sim.protocol`) and rewrites the generated section of ``out/results.md`` (between
+the BEGIN/END GENERATED markers). Every point is the mean over its seeds; error bars and the
+brackets in the tables are the seeds' min-max.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.sim.protocol import LOADS, aggregate
+
 BEGIN, END = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
-METRICS = (("throughput", "throughput (tokens/s)"), ("jain_index", "Jain's index"),
-           ("well_behaved_p50_s", "well-behaved P50 (s)"))
+COLORS = {"RR+LPM": "C1", "LPM": "C1", "Preble": "C2", "VTC": "C3", "D²LPM": "C0", "DLPM": "C0",
+          "D²LPM-guarded": "C4"}
+LABELS = {"throughput": "throughput (perceived tok/s)", "jain_index": "Jain's index",
+          "well_behaved_p50_s": "well-behaved P50 (s)", "well_behaved_p99_s": "well-behaved P99 (s)",
+          "cache_hit_rate": "hit rate"}
 
 
 def _plt() -> Any:
@@ -23,125 +31,196 @@ def _plt() -> Any:
     return plt
 
 
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return f"{v:.3f}" if abs(v) < 10 else f"{v:.0f}"
-    return str(v)
+def _bar(ax: Any, xs: list[float], pts: list[dict[str, Any]], key: str, **kw: Any) -> None:
+    """Means with min-max error bars."""
+    ys = [p[key]["mean"] for p in pts]
+    err = [[p[key]["mean"] - p[key]["lo"] for p in pts], [p[key]["hi"] - p[key]["mean"] for p in pts]]
+    ax.errorbar(xs, ys, yerr=err, marker="o", capsize=3, markersize=4, **kw)
 
 
-def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
-    """A markdown table; a quantum of 0 (the policy has none) shows as '-'."""
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in rows:
-        cells = [_fmt(None if c in ("q_u", "q_w") and not r.get(c) else r.get(c)) for c in cols]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+def _ok(p: dict[str, Any], key: str) -> bool:
+    return p[key]["mean"] is not None
 
 
-def plot_fig1(rows: list[dict[str, Any]], path: Path) -> None:
+def fig1(pts: list[dict[str, Any]], ax: Any) -> None:
+    for p in pts:
+        j, t = p["jain_index"], p["throughput"]
+        label = "DLPM" if p["policy"] == "dlpm" else p["scheduler"]
+        ax.errorbar(j["mean"], t["mean"], xerr=[[j["mean"] - j["lo"]], [j["hi"] - j["mean"]]],
+                    yerr=[[t["mean"] - t["lo"]], [t["hi"] - t["mean"]]], marker="o", capsize=3,
+                    color=COLORS.get(label, "C0"))
+        ax.annotate(label + (f" Q^u={p['q_u']:g}" if p["q_u"] else ""), (j["mean"], t["mean"]), fontsize=7)
+    ax.set_xlabel("Jain's index")
+    ax.set_ylabel(LABELS["throughput"])
+
+
+def _by(pts: list[dict[str, Any]], field: str) -> dict[Any, list[dict[str, Any]]]:
+    out: dict[Any, list[dict[str, Any]]] = {}
+    for p in pts:
+        out.setdefault(p[field], []).append(p)
+    return out
+
+
+def lines(pts: list[dict[str, Any]], axes: list[Any], x: str, keys: tuple[str, ...],
+          group: str = "scheduler", xmap: Callable[[Any], float] = float) -> None:
+    """One line per ``group`` value, ``x`` on the axis, one metric per axis."""
+    for name, sub in _by(pts, group).items():
+        sub = sorted(sub, key=lambda p: xmap(p[x]))
+        for ax, key in zip(axes, keys, strict=True):
+            ok = [p for p in sub if _ok(p, key)]
+            _bar(ax, [xmap(p[x]) for p in ok], ok, key, label=name, color=COLORS.get(name))
+    for ax, key in zip(axes, keys, strict=True):
+        ax.set_ylabel(LABELS[key], fontsize=7)
+        ax.tick_params(labelsize=7)
+
+
+def fig10(pts: list[dict[str, Any]], ax: Any) -> None:
+    qws = sorted({p["q_w"] for p in pts if p["q_w"]})
+    for p in pts:
+        if not p["q_w"]:
+            t = p["throughput"]
+            color = COLORS[p["scheduler"]]
+            ax.axhline(t["mean"], linestyle="--", linewidth=1, color=color, label=p["scheduler"])
+            ax.axhspan(t["lo"], t["hi"], color=color, alpha=0.12)
+    for name in ("D²LPM", "D²LPM-guarded"):
+        sub = sorted((p for p in pts if p["scheduler"] == name), key=lambda p: p["q_w"])
+        _bar(ax, [p["q_w"] for p in sub], sub, "throughput", label=name, color=COLORS[name])
+    ax.set_xscale("log")
+    ax.set_xticks(qws)
+    ax.set_xticklabels([f"{q:g}" for q in qws], fontsize=7)
+    ax.set_xlabel("Q^w")
+    ax.set_ylabel(LABELS["throughput"])
+
+
+def series(runs: list[dict[str, Any]], path: Path, title: str) -> None:
+    """Per scheduler (columns): per-client mean latency by arrival time, and perceived service."""
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(5, 3.6))
-    for r in rows:
-        label = r["policy"].upper() + (f" Q^u={r['q_u']:g}" if r["policy"] == "dlpm" else "")
-        marker = {"lpm": "s", "vtc": "^", "dlpm": "o"}[r["policy"]]
-        ax.scatter(r["jain_index"], r["throughput"], marker=marker)
-        ax.annotate(label, (r["jain_index"], r["throughput"]), fontsize=7)
-    ax.set_xlabel("Jain's fairness index")
-    ax.set_ylabel("throughput (perceived tokens/s)")
-    ax.set_title("Fig. 1 (sim): one A10, Llama-3.2-3B, ToT S1", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
-def plot_fig7(rows: list[dict[str, Any]], path: Path) -> None:
-    plt = _plt()
-    groups = sorted({(r["workload"], r["scenario"]) for r in rows})
-    fig, axes = plt.subplots(len(groups), 3, figsize=(11, 2.4 * len(groups)), squeeze=False)
-    for i, (wl, sc) in enumerate(groups):
-        sub = [r for r in rows if r["workload"] == wl and r["scenario"] == sc]
-        for j, (key, label) in enumerate(METRICS):
-            ax = axes[i][j]
-            for sched in dict.fromkeys(r["scheduler"] for r in sub):
-                pts = [(r["dp"], r[key]) for r in sub if r["scheduler"] == sched and r[key] is not None]
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=sched)
-            ax.set_title(f"{sc.upper()}@{wl}: {label}", fontsize=8)
-            ax.set_xlabel("D (GPUs)", fontsize=7)
+    fig, axes = plt.subplots(3, len(runs), figsize=(3.2 * len(runs), 7), squeeze=False, sharex=True)
+    for j, r in enumerate(runs):
+        for c, s in sorted(r["series"].items()):
+            xs = [20.0 * (i + 0.5) for i in range(len(s["perceived"]))]
+            lat = [(x, y) for x, y in zip(xs, s["latency"], strict=True) if y is not None]
+            axes[0][j].plot([p[0] for p in lat], [p[1] for p in lat], label=c, linewidth=1)
+            axes[1][j].plot(xs, s["actual"], label=c, linewidth=1)
+            axes[2][j].plot(xs, s["perceived"], label=c, linewidth=1)
+        axes[0][j].set_title(f"{r['scheduler']} (seed {r['seed']})", fontsize=8)
+        axes[2][j].set_xlabel("time (s)", fontsize=7)
+        for ax in axes[:, j]:
             ax.tick_params(labelsize=7)
-    axes[0][0].legend(fontsize=7)
+    axes[0][0].set_ylabel("latency by arrival (s)", fontsize=7)
+    axes[1][0].set_ylabel("actual service (/s)", fontsize=7)
+    axes[2][0].set_ylabel("perceived service (/s)", fontsize=7)
+    axes[0][0].legend(fontsize=6)
+    fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
 
 
-def plot_fig10(rows: list[dict[str, Any]], path: Path) -> None:
+def _cell(v: dict[str, Any]) -> str:
+    m, lo, hi = v["mean"], v["lo"], v["hi"]
+    if m is None:
+        return "-"
+    spec = ".3f" if abs(m) < 2 else ".1f" if abs(m) < 100 else ",.0f"
+    return f"{m:{spec}} [{lo:{spec}}-{hi:{spec}}]"
+
+
+def table(pts: list[dict[str, Any]], cols: list[str], metrics: list[str]) -> str:
+    head = cols + metrics
+    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for p in pts:
+        cells = [("-" if c in ("q_u", "q_w") and not p[c]
+                  else f"{p[c]:.4g}" if isinstance(p[c], float) else str(p[c])) for c in cols]
+        rows.append("| " + " | ".join(cells + [_cell(p[m]) for m in metrics]) + " |")
+    return "\n".join(rows)
+
+
+METRICS = ["throughput", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s", "cache_hit_rate",
+           "latency_censored"]
+COLS = {"fig1": ["scheduler", "q_u", "rate"], "fig7": ["workload", "scenario", "dp", "scheduler", "rate"],
+        "fig8": ["scheduler", "rate"], "fig9": ["scheduler", "rate"],
+        "fig10": ["scenario", "scheduler", "q_w"],
+        "fig11": ["clients", "scheduler", "rate"], "fig12": ["load", "scheduler", "rate"],
+        "loads": ["workload", "load", "scheduler", "rate"]}
+TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1, above capacity", "fig7": "Fig. 7: A100 + 8B, above capacity",
+          "fig8": "Fig. 8: Chatbot Arena multi-turn, D=2, A10 + 3B, above capacity",
+          "fig9": "Fig. 9: ToT S2 (c0: 10x longer question), 3 branches, D=4, A10 + 3B, above capacity",
+          "fig10": "Fig. 10: Q^w at D=4, ToT, above capacity (a: S1, b: no misbehaving client)",
+          "fig11": "Fig. 11: 5-50 clients on one A10, ToT, 1.2x capacity in total",
+          "fig12": "Fig. 12: mix on one A10 (c0, c1 multi-turn; c2 ToT; c3 judge)",
+          "loads": "Named loads: ToT S1 and Judge S1 at D=4, 0.7x / 1.0x / 1.2x capacity"}
+
+
+def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path: Path) -> None:
     plt = _plt()
-    scenarios = list(dict.fromkeys(r["scenario"] for r in rows))
-    fig, axes = plt.subplots(1, len(scenarios), figsize=(5 * len(scenarios), 3.4), squeeze=False)
-    for ax, sc in zip(axes[0], scenarios, strict=True):
-        sub = [r for r in rows if r["scenario"] == sc]
-        d2 = [r for r in sub if r["scheduler"] == "D²LPM"]
-        ax.plot([r["q_w"] for r in d2], [r["throughput"] for r in d2], marker="o", label="D²LPM")
-        for r in sub:
-            if r["scheduler"] != "D²LPM":
-                ax.axhline(r["throughput"], linestyle="--", linewidth=1, label=r["scheduler"],
-                           color={"RR+LPM": "C1", "Preble": "C2", "VTC": "C3"}[r["scheduler"]])
-        ax.set_xscale("log")
-        ax.set_xlabel("Q^w")
-        ax.set_ylabel("throughput")
-        ax2 = ax.twinx()
-        ax2.plot([r["q_w"] for r in d2], [r["jain_index"] for r in d2], "k:", marker="x",
-                 label="Jain (D²LPM)")
-        ax2.set_ylabel("Jain's index")
-        ax2.set_ylim(0.0, 1.05)
-        ax.set_title(f"Fig. 10 (sim): D=4, ToT, scenario {sc}", fontsize=9)
-        ax.legend(fontsize=7, loc="lower right")
+    if name in ("fig8", "fig9", "fig12"):
+        pick = [r for r in runs if r["seed"] == 0 and r.get("series") and r["load"] == "above"]
+        series(pick, path, TITLES[name] + " (seed 0)")
+        return
+    if name == "fig7" or name == "loads":
+        pts = [{**p, "scheduler": "RR+LPM" if p["scheduler"] == "LPM" else p["scheduler"]} for p in pts]
+        groups = sorted({(p["workload"], p["scenario"]) for p in pts})
+        keys = ("throughput", "jain_index", "well_behaved_p99_s", "cache_hit_rate")
+        fig, axes = plt.subplots(len(groups), 4, figsize=(13, 2.5 * len(groups)), squeeze=False)
+        for i, (wl, sc) in enumerate(groups):
+            sub = [p for p in pts if (p["workload"], p["scenario"]) == (wl, sc)]
+            x = "dp" if name == "fig7" else "load"
+            lines(sub, list(axes[i]), x, keys, xmap=(float if name == "fig7" else LOADS.__getitem__))
+            axes[i][0].set_title(f"{sc.upper()}@{wl}", fontsize=8)
+            for ax in axes[i]:
+                ax.set_xticks(sorted({float(p["dp"]) if name == "fig7" else LOADS[p["load"]] for p in sub}))
+        axes[0][0].legend(fontsize=6)
+    else:
+        wide = name == "fig10"
+        fig, axes = plt.subplots(1, 2 if wide else 1, figsize=(10 if wide else 5.5, 3.8), squeeze=False)
+        if name == "fig1":
+            fig1(pts, axes[0][0])
+        elif name == "fig10":
+            for ax, sc in zip(axes[0], ("s1", "none"), strict=True):
+                fig10([p for p in pts if p["scenario"] == sc], ax)
+                ax.set_title(f"({'a' if sc == 's1' else 'b'}) scenario {sc}", fontsize=8)
+            axes[0][0].legend(fontsize=6)
+        else:  # fig11
+            lines(pts, [axes[0][0]], "clients", ("throughput",))
+            axes[0][0].set_xlabel("clients")
+            axes[0][0].legend(fontsize=7)
+    fig.suptitle(TITLES[name], fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=80)
     plt.close(fig)
 
 
-def plot_fig11(rows: list[dict[str, Any]], path: Path) -> None:
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(5, 3.4))
-    for policy in ("lpm", "vtc", "dlpm"):
-        pts = [(r["clients"], r["throughput"]) for r in rows if r["policy"] == policy]
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=policy.upper())
-    ax.set_xlabel("clients")
-    ax.set_ylabel("throughput (perceived tokens/s)")
-    ax.set_title("Fig. 11 (sim): one A10, ToT, constant total rate", fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-
-
-PLOTS = {"fig1": plot_fig1, "fig7": plot_fig7, "fig10": plot_fig10, "fig11": plot_fig11}
-COLUMNS = {
-    "fig1": ["policy", "q_u", "throughput", "jain_index", "well_behaved_p50_s", "cache_hit_rate"],
-    "fig7": ["workload", "scenario", "dp", "scheduler", "throughput", "jain_index", "well_behaved_p50_s",
-             "well_behaved_p99_s", "cache_hit_rate"],
-    "fig10": ["scenario", "scheduler", "q_w", "throughput", "jain_index", "well_behaved_p50_s",
-              "cache_hit_rate"],
-    "fig11": ["clients", "policy", "throughput", "jain_index", "cache_hit_rate"],
-}
+def capacity_table(caps: dict[str, Any]) -> str:
+    """The measured capacities: total programs/s (arena: the trace's time scale) under RR+LPM."""
+    rows = ["| workload / scenario / D / preset / branches | capacity | bracket (stable-unstable) | "
+            "trials (rate: growth) | CPU s |", "|---|---|---|---|---|"]
+    for combo, c in caps.items():
+        trials = ", ".join(f"{r:.4g}: {g:+.2f}" for r, g in c["trials"])
+        bracket = f"{c['stable']:.4g}-{c['unstable']:.4g}"
+        rows.append(f"| {combo} | **{c['capacity']:.4g}** | {bracket} | {trials} | {c['cpu_s']:g} |")
+    return "\n".join(rows)
 
 
 def render(results: dict[str, Any], out: Path) -> None:
-    """Write the PNGs and the generated tables of docs/results.md."""
+    """Write the PNGs and the generated tables of docs/results.md from docs/results.json."""
     img = out / "img"
     img.mkdir(parents=True, exist_ok=True)
     parts = []
-    for name in ("fig1", "fig7", "fig10", "fig11"):
-        if name not in results:
+    if results.get("capacity"):
+        parts.append("### Measured capacities\n\n" + capacity_table(results["capacity"]) + "\n")
+    for name in TITLES:
+        keys = results.get("figures", {}).get(name)
+        runs = [r for r in results.get("runs", []) if keys and r["key"] in set(keys)]
+        if not runs:
             continue
-        rows = results[name]["rows"]
-        PLOTS[name](rows, img / f"{name}.png")
-        parts.append(f"### {name} (arrivals over {results[name]['duration']:g} s, seed "
-                     f"{results[name]['seed']}, {results[name]['wall_s']:g} s of wall time)\n\n"
-                     f"![{name}](img/{name}.png)\n\n{table(rows, COLUMNS[name])}\n")
+        order = {k: i for i, k in enumerate(keys)}
+        runs.sort(key=lambda r: (order[r["key"]], r["seed"]))
+        pts = aggregate(runs)
+        draw(name, pts, runs, img / f"{name}.png")
+        missing = len(keys) - len(pts)
+        parts.append(f"### {TITLES[name]}\n\n![{name}](img/{name}.png)\n\n"
+                     + (f"({missing} of {len(keys)} points not run.)\n\n" if missing else "")
+                     + table(pts, COLS[name], METRICS) + "\n")
     doc = out / "results.md"
     text = doc.read_text() if doc.exists() else f"# Results\n\n{BEGIN}\n{END}\n"
     if BEGIN not in text:

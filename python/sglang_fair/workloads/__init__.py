@@ -22,7 +22,10 @@ from sglang_fair.workloads.trace import SOURCE_FILES, load_trace
 
 # Default programs per second per worker, summed over clients: about 2x what one worker of the
 # A100 preset finishes with well-behaved clients, so queues build up and scheduling matters.
-DEFAULT_RATE_PER_WORKER = {"tot": 1.0, "judge": 2.4, "qa": 16.0, "multiturn": 12.0}
+DEFAULT_RATE_PER_WORKER = {"tot": 1.0, "judge": 2.4, "qa": 16.0, "multiturn": 12.0, "mix": 1.0}
+# 000 Fig. 12's mix: two clients in multi-turn conversations, two sending programs (ToT, judge);
+# client i sends MIX_KINDS[i % 4], every client at the same program rate.
+MIX_KINDS = ("multiturn", "multiturn", "tot", "judge")
 
 
 def make_workload(config: WorkloadConfig, dp: int = 1) -> list[Program]:
@@ -39,10 +42,14 @@ def make_workload(config: WorkloadConfig, dp: int = 1) -> list[Program]:
     data_rng = seeded_rng("data", config.seed)
     per_client = config.rate or DEFAULT_RATE_PER_WORKER[config.workload] * dp / config.clients
     programs: list[Program] = []
-    questions = tot.load_questions(config, tok, data_rng) if config.workload == "tot" else []
-    docs = qa.make_documents(config, tok, data_rng) if config.workload == "qa" else []
-    turns = multiturn.load_turns(config, tok, data_rng) if config.workload == "multiturn" else []
+    kinds = {c: MIX_KINDS[i % len(MIX_KINDS)] if config.workload == "mix" else config.workload
+             for i, c in enumerate(config.client_names())}
+    used = set(kinds.values())
+    questions = tot.load_questions(config, tok, data_rng) if "tot" in used else []
+    docs = qa.make_documents(config, tok, data_rng) if "qa" in used else []
+    turns = multiturn.load_turns(config, tok, data_rng) if "multiturn" in used else []
     for client in config.client_names():
+        kind = kinds[client]
         rate = per_client
         if config.misbehaving(client) and config.scenario == "s1" and config.workload in ("qa", "multiturn"):
             rate *= qa.S1_RATE_FACTOR
@@ -50,12 +57,12 @@ def make_workload(config: WorkloadConfig, dp: int = 1) -> list[Program]:
         rng = seeded_rng("programs", config.seed, client)
         for t in times:
             pid = len(programs)
-            if config.workload == "tot":
+            if kind == "tot":
                 q = questions[rng.randrange(len(questions))]
                 programs.append(tot.make_program(config, pid, client, t, q, tok, rng))
-            elif config.workload == "judge":
+            elif kind == "judge":
                 programs.append(judge.make_program(config, pid, client, t, tok, rng))
-            elif config.workload == "qa":
+            elif kind == "qa":
                 programs.append(qa.make_program(config, pid, client, t, docs, tok, rng))
             else:
                 conv = turns[rng.randrange(len(turns))]
@@ -74,5 +81,6 @@ def _renumber(programs: list[Program]) -> list[Program]:
 
 
 __all__ = [
-    "Call", "OutputOf", "Program", "ProgramRun", "PromptOf", "WorkloadConfig", "call_count", "make_workload",
+    "DEFAULT_RATE_PER_WORKER", "MIX_KINDS", "Call", "OutputOf", "Program", "ProgramRun", "PromptOf",
+    "WorkloadConfig", "call_count", "make_workload",
 ]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from sglang_fair.core.errors import require
 
-WORKLOADS = ("tot", "judge", "qa", "multiturn", "arena", "trace")
+WORKLOADS = ("tot", "judge", "qa", "multiturn", "arena", "trace", "mix")
 SCENARIOS = ("none", "s1", "s2")
 SOURCES = ("mtbench", "mooncake", "vtc")
 DEFAULT_DATA_DIR = str(Path(__file__).resolve().parents[3].parent / "shared" / "data")
@@ -64,6 +64,8 @@ class WorkloadConfig:
         )
         require(self.workload != "arena" or self.clients >= 4,
                 "--workload arena needs at least 4 clients (000 Fig. 8: c2 and c3 send more)")
+        require(self.workload != "mix" or self.scenario == "none",
+                "--workload mix has no misbehaving client (000 Fig. 12): leave --scenario at none")
         require(self.workload != "arena" or self.scenario == "none",
                 "--workload arena has its own misbehaving clients (c2, c3): leave --scenario at none")
 

@@ -1,0 +1,196 @@
+"""The evaluation protocol of ``scripts/reproduce_paper.py`` (docs/results.md, "Protocol").
+
+A :class:`Point` is one configuration (workload, scenario, D, preset, scheduler, quanta, named load);
+:func:`run_point` simulates it for one seed with arrivals sustained for ``Protocol.duration`` seconds
+and takes every metric over the steady-state window ``[warmup, duration]`` (latency over the programs
+arriving in ``[warmup, duration - cooldown]``). Loads are multiples of the capacity measured by
+:mod:`sglang_fair.sim.capacity` with the reference scheduler (RR+LPM) for the point's
+:meth:`Point.combo`; :func:`measure_capacity` does that. :func:`aggregate` turns seeds into mean,
+min and max.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from sglang_fair.admission import AdmissionConfig
+from sglang_fair.metrics import MetricsConfig, latency_window, metrics_window, summarize
+from sglang_fair.routing import RouterConfig
+from sglang_fair.sim.capacity import CapacitySearch, backlog_growth, find_capacity
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.simulator import Simulator
+from sglang_fair.workloads import WorkloadConfig, make_workload
+
+LOADS = {"below": 0.7, "near": 1.0, "above": 1.2}
+KEYS = ("throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
+        "cache_hit_rate", "max_backlogged_service_diff", "retractions", "latency_censored")
+REFERENCE = ("round_robin", "lpm")  # the scheduler whose capacity names the loads (SGLang's default)
+SERIES_BIN_S = 20.0
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Run length and windows: arrivals for ``duration`` s, metrics over [warmup, duration]."""
+
+    duration: float = 600.0
+    warmup: float = 120.0
+    cooldown: float = 120.0
+    capacity_duration: float = 600.0
+    capacity_warmup: float = 150.0
+    capacity_seeds: int = 2
+    capacity_threshold: float = 0.1
+
+    def metrics(self) -> MetricsConfig:
+        return MetricsConfig(warmup=self.warmup, steady_state=True, cooldown=self.cooldown)
+
+
+@dataclass(frozen=True)
+class Point:
+    """One configuration; the rate is ``load`` x the measured capacity of :meth:`combo`."""
+
+    workload: str
+    scenario: str = "none"
+    dp: int = 1
+    preset: str = "a100-llama8b"
+    router: str = "round_robin"
+    policy: str = "lpm"
+    clients: int = 4
+    branches: int = 2
+    q_u: float = 0.0
+    q_w: float = 0.0
+    load: str = "above"
+
+    def combo(self) -> str:
+        """The capacity this point's rate is relative to (measured with 4 clients, as a total rate)."""
+        return f"{self.workload}/{self.scenario}/D{self.dp}/{self.preset}/B{self.branches}"
+
+    def key(self) -> str:
+        return "|".join(f"{k}={v}" for k, v in asdict(self).items())
+
+    @property
+    def scheduler(self) -> str:
+        name = {"round_robin": "RR+LPM" if self.policy == "lpm" else self.policy.upper(),
+                "preble": "Preble", "client_rr": "VTC", "d2lpm": "D²LPM",
+                "d2lpm_guarded": "D²LPM-guarded"}[self.router]
+        return "LPM" if name == "RR+LPM" and self.dp == 1 else name
+
+
+def _workload(point: Point, total_rate: float, duration: float, seed: int) -> WorkloadConfig:
+    if point.workload == "arena":  # the trace's own times, compressed: the rate is the time scale
+        return WorkloadConfig(workload="arena", clients=point.clients, duration=duration,
+                              time_scale=total_rate, seed=seed)
+    return WorkloadConfig(workload=point.workload, scenario=point.scenario, clients=point.clients,
+                          rate=total_rate / point.clients, duration=duration, seed=seed,
+                          branches=point.branches)
+
+
+def simulate(point: Point, total_rate: float, duration: float, seed: int) -> Any:
+    """One run stopped at ``duration`` (arrivals go on until then); returns the RunResult."""
+    cluster = ClusterSimConfig(dp=point.dp, router=point.router if point.dp > 1 else "round_robin",
+                               policy=point.policy, max_time=duration)
+    admission = AdmissionConfig(quantum=point.q_u) if point.q_u else AdmissionConfig()
+    routing = RouterConfig(quantum=point.q_w) if point.q_w else RouterConfig()
+    programs = make_workload(_workload(point, total_rate, duration, seed), point.dp)
+    return Simulator(cluster, EngineConfig(preset=point.preset), programs, horizon=duration,
+                     admission=admission, routing=routing).run()
+
+
+def measure_capacity(point: Point, proto: Protocol, start: float,
+                     search: CapacitySearch | None = None) -> dict[str, Any]:
+    """The capacity (total programs/s; arena: time scale) of ``point.combo()`` under RR+LPM: the
+    backlog growth at a rate is the mean over seeds 0..capacity_seeds-1 (one seed scatters by ~0.1)."""
+    ref = replace(point, router=REFERENCE[0], policy=REFERENCE[1], q_u=0.0, q_w=0.0, clients=4)
+
+    def growth(rate: float) -> float:
+        gs = []
+        for seed in range(proto.capacity_seeds):
+            res = simulate(ref, rate, proto.capacity_duration, seed=seed)
+            gs.append(backlog_growth(res.programs, res.requests, proto.capacity_warmup,
+                                     proto.capacity_duration))
+        return sum(gs) / len(gs)
+
+    t0 = time.process_time()
+    found = find_capacity(growth, search or CapacitySearch(
+        start=start, threshold=proto.capacity_threshold, precision=0.15, max_runs=6))
+    return {"combo": point.combo(), "capacity": round(found.capacity, 5), "stable": found.stable,
+            "unstable": found.unstable, "trials": [[round(r, 5), round(g, 4)] for r, g in found.trials],
+            "cpu_s": round(time.process_time() - t0, 1)}
+
+
+def run_point(point: Point, capacity: float, proto: Protocol, seed: int, series: bool = False
+              ) -> dict[str, Any]:
+    """Simulate ``point`` at its named load for one seed; the row of docs/results.json (with
+    per-client service and latency over time if ``series``)."""
+    t0 = time.process_time()
+    rate = LOADS[point.load] * capacity
+    res = simulate(point, rate, proto.duration, seed)
+    metrics = proto.metrics()
+    window = metrics_window(metrics, proto.duration, res.end_time)
+    summary = summarize(res, window, latency_window(metrics, window))
+    row: dict[str, Any] = {**asdict(point), "key": point.key(), "seed": seed, "rate": round(rate, 5),
+                           "scheduler": point.scheduler}
+    row.update({k: summary.get(k) for k in KEYS})
+    row["clients_detail"] = {c: {k: v[k] for k in ("service", "actual_service", "p50_s", "p99_s")}
+                             for c, v in summary["clients"].items()}
+    if series:
+        row["series"] = _series(res)
+    row["cpu_s"] = round(time.process_time() - t0, 2)
+    return row
+
+
+def _series(res: Any) -> dict[str, dict[str, list[float | None]]]:
+    """Per client, per SERIES_BIN_S bin: perceived and actual service rate, and the mean latency of
+    the programs arriving in the bin (unfinished ones count until the end: a lower bound)."""
+    led, end = res.ledger, res.end_time
+    bins = max(1, math.ceil(end / SERIES_BIN_S))
+    per = max(1, round(SERIES_BIN_S / led.window))
+    out: dict[str, dict[str, list[float | None]]] = {}
+    for c in sorted({p.client for p in res.programs}):
+        entry: dict[str, list[float | None]] = {}
+        for kind in ("perceived", "actual"):
+            s = led.series(c, kind, end)
+            entry[kind] = [round(sum(s[i * per:(i + 1) * per]) / SERIES_BIN_S, 1) for i in range(bins)]
+        lat: list[list[float]] = [[] for _ in range(bins)]
+        for p in res.programs:
+            if p.client == c:
+                x = p.latency()
+                lat[min(bins - 1, int(p.arrival / SERIES_BIN_S))].append(end - p.arrival if x is None else x)
+        entry["latency"] = [round(sum(v) / len(v), 2) if v else None for v in lat]
+        out[c] = entry
+    return out
+
+
+@dataclass
+class Spread:
+    """Mean and [min, max] over seeds of one metric (None where a seed had no value)."""
+
+    mean: float | None
+    lo: float | None
+    hi: float | None
+    n: int = field(default=0)
+
+
+def spread(values: list[float | None]) -> Spread:
+    xs = [v for v in values if v is not None]
+    if not xs:
+        return Spread(None, None, None, 0)
+    return Spread(sum(xs) / len(xs), min(xs), max(xs), len(xs))
+
+
+def aggregate(rows: list[dict[str, Any]], keys: tuple[str, ...] = KEYS) -> list[dict[str, Any]]:
+    """One entry per point (rows grouped by key, in first-seen order): the point's fields, the seeds,
+    and for each metric a :class:`Spread` as a dict {mean, lo, hi, n}."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(r["key"], []).append(r)
+    out = []
+    for rs in groups.values():
+        entry = {k: rs[0][k] for k in asdict(Point("x")) | {"scheduler": 0, "rate": 0}}
+        entry["seeds"] = sorted(r["seed"] for r in rs)
+        for k in keys:
+            entry[k] = asdict(spread([r.get(k) for r in rs]))
+        out.append(entry)
+    return out
