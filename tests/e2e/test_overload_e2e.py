@@ -45,8 +45,9 @@ def url(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def send(url: str, key: str, seed: int, tokens: int) -> tuple[int, float, str | None]:
     """One /generate request: (status, seconds, Retry-After header)."""
     body = {"text": words(seed, 40), "sampling_params": {"max_new_tokens": tokens, "ignore_eos": True}}
-    req = urllib.request.Request(url + "/generate", data=json.dumps(body).encode(), method="POST",
-                                 headers={"content-type": "application/json", "Authorization": f"Bearer {key}"})
+    headers = {"content-type": "application/json", "Authorization": f"Bearer {key}"}
+    data = json.dumps(body).encode()
+    req = urllib.request.Request(url + "/generate", data=data, method="POST", headers=headers)
     t0 = time.monotonic()
     try:
         with urllib.request.urlopen(req, timeout=120) as resp:
@@ -57,11 +58,14 @@ def send(url: str, key: str, seed: int, tokens: int) -> tuple[int, float, str | 
         return err.code, time.monotonic() - t0, err.headers.get("Retry-After")
 
 
-def light_latencies(url: str, flood_keys: list[str] | None) -> tuple[list[float], list[tuple[int, str | None]]]:
+Flood = list[tuple[int, str | None]]
+
+
+def light_latencies(url: str, flood_keys: list[str] | None) -> tuple[list[float], Flood]:
     """The light client's latencies while ``flood_keys`` (one thread each) keep ``FLOOD`` long
     requests in flight (a refused one is resent after 0.2 s); the flood's (status, Retry-After)."""
     stop = threading.Event()
-    flood: list[tuple[int, str | None]] = []
+    flood: Flood = []
 
     def flooder(i: int, key: str) -> None:
         n = 0
