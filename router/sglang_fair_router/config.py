@@ -31,6 +31,9 @@ class ServiceConfig:
     client_ttl: float = field(
         default=600.0, metadata={"help": "seconds a client without requests in flight is remembered "
                                          "(its D2LPM counters; 0: forever)"})
+    client_max_inflight: int = field(
+        default=0, metadata={"help": "requests one client may have in flight; more fail with 429 "
+                                     "(0: no limit; serve sets --client-max-queued x the workers)"})
     http_port: int = field(default=0, metadata={"help": "port of /state and /metrics (0: off)"})
     http_host: str = field(default="127.0.0.1", metadata={"help": "address /state and /metrics bind to"})
 
@@ -40,6 +43,8 @@ class ServiceConfig:
                 f"{self.heartbeat_interval} and {self.heartbeat_timeout}")
         require(self.stall_timeout > 0, f"--router-stall-timeout must be > 0, got {self.stall_timeout}")
         require(self.client_ttl >= 0, f"--router-client-ttl must be >= 0, got {self.client_ttl}")
+        require(self.client_max_inflight >= 0,
+                f"--router-client-max-inflight must be >= 0, got {self.client_max_inflight}")
         require(self.send_backlog >= 1, f"--router-send-backlog must be >= 1, got {self.send_backlog}")
         require(0 <= self.http_port < 65536, f"bad --router-http-port {self.http_port}")
 

@@ -38,6 +38,8 @@ class FakeWorker(threading.Thread):
         self.answer = True  # set False to keep requests "running" forever
         self.lose_finished = False  # set True to finish requests but lose their Finished notices
         self.held: set[str] = set()  # requests "running" (answer False), reported in heartbeats
+        self.client = "fake"  # the client it names for what it holds (a Dispatch carries none)
+        self.answer_hello = True  # set False to play a worker that does not re-announce (version 2)
         self._halt = threading.Event()
 
     def stop(self) -> None:
@@ -71,6 +73,11 @@ class FakeWorker(threading.Thread):
                 self.held.add(msg.rid)
             elif not self.lose_finished:
                 self.outbox.send(encode(wm.Finished(self.index, msg.rid, self.output_tokens)))
+        elif isinstance(msg, wm.Hello):
+            if not self.answer_hello:
+                return
+            held = sorted(self.held)
+            self.outbox.send(encode(wm.Holding(self.index, held, [self.client] * len(held))))
         else:
             self.held.discard(msg.rid)
             self.outbox.send(encode(wm.Finished(self.index, msg.rid, 0, aborted=True)))
@@ -121,7 +128,8 @@ def serve_pool(endpoints: list[str], feedback: str, received: Any, control: Conn
                     break
                 t = time.monotonic_ns()
                 msg = wm.decode_to_worker(frames[0])
-                assert isinstance(msg, wm.Dispatch)
+                if not isinstance(msg, wm.Dispatch):
+                    continue  # Hello: a pool holds nothing between loops
                 sent_ns.append(int.from_bytes(frames[1][:8], "little"))
                 recv_ns.append(t)
                 received.value += 1

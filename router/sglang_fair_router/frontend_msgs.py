@@ -13,7 +13,7 @@ import msgspec
 from sglang_fair.core.global_tree import WIDTH
 from sglang_fair_router.codec import MessageError, decode
 
-VERSION = 1
+VERSION = 2  # 2: Failed.status (429 for a client over the router's limit, 503 otherwise)
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 
@@ -39,10 +39,12 @@ class Abort(msgspec.Struct, tag="abort", frozen=True):
 
 
 class Failed(msgspec.Struct, tag="failed", frozen=True):
-    """Router -> frontend: ``rid`` will not be served (its worker died); tell the client why."""
+    """Router -> frontend: ``rid`` will not be served (its worker died, or its client is over the
+    router's per-client limit); tell the client why, with HTTP ``status``."""
 
     rid: NonEmpty
     reason: str
+    status: Annotated[int, msgspec.Meta(ge=400, le=599)] = 503
     v: int = VERSION
 
 

@@ -6,8 +6,10 @@ workers; one PUSH per worker connects to the worker's bound PULL endpoint. A mal
 message is logged and dropped; it never stops the loop. Objects that survive half a second (the
 global tree, mostly) are frozen out of the garbage collector, whose full passes over a large tree
 otherwise cost milliseconds of added latency; the tree breaks its own reference cycles on removal.
-Sends never block (``outbox.py``): a worker that stops reading gets a bounded backlog, then its new
-requests fail with a reason instead of stalling the loop; a worker declared dead gets a fresh socket.
+At start it sends every worker ``Hello``; the ``Holding`` answers put what the workers already hold
+back in flight (after a router restart). Sends never block (``outbox.py``): a worker that stops
+reading gets a bounded backlog, then its new requests fail with a reason instead of stalling the
+loop; a worker declared dead gets a fresh socket.
 Each dispatch's time inside the router (Submit frame received -> Dispatch sent) is counted in a
 1 us histogram, summarised in the snapshot as ``submit_to_dispatch_us``.
 """
@@ -32,7 +34,7 @@ from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import MessageError, encode
 from sglang_fair_router.config import ServiceConfig
 from sglang_fair_router.outbox import Outbox
-from sglang_fair_router.state import RouterState
+from sglang_fair_router.state import ClientOverLimit, RouterState
 
 log = logging.getLogger("sglang_fair.router")
 
@@ -70,12 +72,15 @@ class RouterService:
         config.require_endpoints()
         self.config = config
         self.clock = clock
-        self.state = RouterState(policy, config.heartbeat_timeout, config.stall_timeout, config.client_ttl)
+        self.state = RouterState(policy, config.heartbeat_timeout, config.stall_timeout, config.client_ttl,
+                                 config.client_max_inflight)
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
         self.frontend = self._socket(zmq.PULL, config.frontend, bind=True)
         self.failures = Outbox(lambda: self._socket(zmq.PUSH, config.failures, bind=True), 1 << 16)
         self.feedback = self._socket(zmq.PULL, config.feedback, bind=True)
         self.to_workers = [Outbox(self._connector(e), config.send_backlog) for e in config.worker_endpoints()]
+        for box in self.to_workers:  # what the workers already hold (this router may be a restarted one)
+            box.send([encode(wm.Hello())])
         self.submit_latency = LatencyHistogram()
         self._state_view = self._view()
         self._stop = False
@@ -134,8 +139,8 @@ class RouterService:
         for worker in alive - set(self.state.policy.alive):
             self.to_workers[worker].reset()
 
-    def _fail(self, rid: str, reason: str) -> None:
-        if not self.failures.send([encode(fm.Failed(rid, reason))]):
+    def _fail(self, rid: str, reason: str, status: int = 503) -> None:
+        if not self.failures.send([encode(fm.Failed(rid, reason, status))]):
             self.state.counts["dropped"] += 1
             log.warning("failure notice for %s dropped: the frontend is not reading", rid)
 
@@ -171,6 +176,9 @@ class RouterService:
             worker = self.state.submit(msg, self.clock())
         except NoWorkerError as err:
             self._fail(msg.rid, str(err))
+            return
+        except ClientOverLimit as err:
+            self._fail(msg.rid, str(err), 429)
             return
         if not self.to_workers[worker].send([encode(wm.Dispatch(msg.rid)), frames[1]]):
             self.state.fail(msg.rid)

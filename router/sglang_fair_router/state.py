@@ -18,7 +18,13 @@ Decisions the paper leaves open, taken here:
   (000 Alg. 2, line 22); an abort before any output charges nothing more. Feedback for a request the
   router does not know (after a router restart, or duplicated) changes no counter and no queue size.
 - The global tree is bounded by ``max_tree_tokens`` with least-recently-used pruning.
-- After a router restart everything starts empty: zero counters, empty tree, zero queues.
+- After a router restart everything starts empty: zero counters, empty tree, zero queues; the router
+  then asks every worker what it holds (``Hello``), and the requests a worker names (``Holding``) are
+  in flight again (charged no input; their finish charges output as usual), so a worker that dies
+  later still fails them.
+- Overload: a client with ``client_max_inflight`` requests in flight gets its next one refused
+  (:class:`ClientOverLimit`; 429 with ``Retry-After`` at the edge), before routing, so D²LPM charges
+  nothing for it.
 - Queue sizes are reconciled with the workers' heartbeats: a ``Finished`` that never arrives (dropped
   by a worker whose router was unreachable, say) would otherwise count in a queue forever. A request
   is *settled* on a worker once the worker's loop has been seen to turn after ``SETTLE_S`` seconds past
@@ -45,10 +51,14 @@ from typing import Any
 from sglang_fair.core.global_tree import WIDTH
 from sglang_fair.routing import RoutingPolicy
 from sglang_fair_router.frontend_msgs import Submit
-from sglang_fair_router.worker_msgs import Evicted, Finished, Heartbeat
+from sglang_fair_router.worker_msgs import Evicted, Finished, Heartbeat, Holding
 
 PER_CLIENT_TABLES = ("deficits", "next")  # routing policies' per-client state: D²LPM's q, client_rr's turn
 SETTLE_S = 1.0  # a dispatch has surely reached a live worker's inbox this long after it was sent
+
+
+class ClientOverLimit(RuntimeError):
+    """The client already has as many requests in flight as the router allows one client."""
 
 
 @dataclass
@@ -62,9 +72,10 @@ class RouterState:
     """Routing policy + requests in flight + worker liveness."""
 
     def __init__(self, policy: RoutingPolicy, heartbeat_timeout: float,
-                 stall_timeout: float = math.inf, client_ttl: float = 0.0) -> None:
+                 stall_timeout: float = math.inf, client_ttl: float = 0.0,
+                 client_max_inflight: int = 0) -> None:
         self.policy = policy
-        self.client_ttl = client_ttl
+        self.client_ttl, self.client_max_inflight = client_ttl, client_max_inflight
         self.client_inflight: Counter[str] = Counter()
         self.last_active: OrderedDict[str, float] = OrderedDict()  # client -> last event, oldest first
         self.heartbeat_timeout, self.stall_timeout = heartbeat_timeout, stall_timeout
@@ -77,10 +88,16 @@ class RouterState:
         self.send_backlog = [0] * len(policy.workers)  # messages waiting to be sent (set by the service)
         self.counts = {"dispatched": 0, "finished": 0, "failed": 0, "evicted": 0, "ignored_feedback": 0,
                        "dropped": 0, "reconciled": 0,
-                       "forgotten_clients": 0}
+                       "forgotten_clients": 0, "refused": 0, "resynced": 0}
 
     def submit(self, msg: Submit, now: float) -> int:
-        """Route ``msg``; raises NoWorkerError when every worker is dead."""
+        """Route ``msg``; raises NoWorkerError when every worker is dead, ClientOverLimit when its
+        client has ``client_max_inflight`` requests in flight."""
+        held = self.client_inflight[msg.client]
+        if 0 < self.client_max_inflight <= held:
+            self.counts["refused"] += 1
+            raise ClientOverLimit(f"client {msg.client!r} already has {held} requests in flight "
+                                  "(the router's limit per client); retry later")
         worker = self.policy.route(msg)
         if self.last_seen[worker] is None:
             self.last_seen[worker] = now  # its silence counts from now on
@@ -135,7 +152,7 @@ class RouterState:
             self._leave(rid)
             self.counts["failed"] += 1
 
-    def feedback(self, msg: Finished | Evicted | Heartbeat, now: float) -> None:
+    def feedback(self, msg: Finished | Evicted | Heartbeat | Holding, now: float) -> None:
         if msg.worker >= len(self.last_seen):
             self.counts["ignored_feedback"] += 1
             return
@@ -159,9 +176,22 @@ class RouterState:
             self._leave(msg.rid, msg.output_tokens)
             self._touch(entry.client, now)
             self.counts["finished"] += 1
+        elif isinstance(msg, Holding):
+            self._resync(msg, now)
         elif isinstance(msg, Evicted):
             self.policy.on_evict(msg.worker, msg.tokens, min(msg.start, len(msg.tokens) // WIDTH))
             self.counts["evicted"] += 1
+
+    def _resync(self, msg: Holding, now: float) -> None:
+        """A worker named what it holds (after this router started): unknown requests are in flight."""
+        for rid, client in zip(msg.rids, msg.clients, strict=True):
+            if rid in self.inflight:
+                continue
+            self.inflight[rid] = InFlight(msg.worker, client, now)
+            self.policy.queue[msg.worker] += 1
+            self.client_inflight[client] += 1
+            self._touch(client, now)
+            self.counts["resynced"] += 1
 
     def _reconcile(self, worker: int, before: float, reported: int) -> None:
         """Drop the requests ``worker`` has lost (see the module docstring): those dispatched before

@@ -1,8 +1,9 @@
 """Messages across the router <-> worker boundary (the router and each SGLang scheduler).
 
-Router -> worker: ``[Dispatch header, payload]`` or ``[Cancel]``. Worker -> router (one feedback
-socket for all workers): ``Finished``, ``Evicted`` and a periodic ``Heartbeat`` by which the router
-knows the worker is alive.
+Router -> worker: ``[Dispatch header, payload]``, ``[Cancel]``, or ``[Hello]`` (once per router
+start). Worker -> router (one feedback socket for all workers): ``Finished``, ``Evicted``, a periodic
+``Heartbeat`` by which the router knows the worker is alive, and ``Holding`` (the answer to ``Hello``:
+the routed requests the worker holds, so a restarted router can fail them if the worker dies later).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import msgspec
 from sglang_fair.core.global_tree import WIDTH
 from sglang_fair_router.codec import MessageError, decode
 
-VERSION = 2  # 2: Dispatch and Finished carry no client (the router knows it); Heartbeat.inflight
+VERSION = 3  # 2: Dispatch and Finished carry no client; Heartbeat.inflight. 3: Hello and Holding
 Count = Annotated[int, msgspec.Meta(ge=0)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
@@ -28,6 +29,12 @@ class Dispatch(msgspec.Struct, tag="dispatch", frozen=True):
 
 class Cancel(msgspec.Struct, tag="cancel", frozen=True):
     rid: NonEmpty
+    v: int = VERSION
+
+
+class Hello(msgspec.Struct, tag="hello", frozen=True):
+    """A router started: tell it what you hold (``Holding``)."""
+
     v: int = VERSION
 
 
@@ -63,8 +70,21 @@ class Heartbeat(msgspec.Struct, tag="heartbeat", frozen=True):
     v: int = VERSION
 
 
-ToWorker = Dispatch | Cancel
-Feedback = Finished | Evicted | Heartbeat
+class Holding(msgspec.Struct, tag="holding", frozen=True):
+    """``worker`` holds the routed requests ``rids`` of ``clients`` (same order), not yet finished."""
+
+    worker: Count
+    rids: list[NonEmpty]
+    clients: list[NonEmpty]
+    v: int = VERSION
+
+    def __post_init__(self) -> None:
+        if len(self.rids) != len(self.clients):
+            raise ValueError("holding: rids and clients differ in length")
+
+
+ToWorker = Dispatch | Cancel | Hello
+Feedback = Finished | Evicted | Heartbeat | Holding
 _to_worker: msgspec.msgpack.Decoder[ToWorker] = msgspec.msgpack.Decoder(ToWorker)
 _feedback: msgspec.msgpack.Decoder[Feedback] = msgspec.msgpack.Decoder(Feedback)
 

@@ -119,6 +119,25 @@ def test_an_oversized_body_is_refused_or_served_and_the_server_lives(url: str) -
     still_serving(url)
 
 
+def test_a_body_over_the_limit_gets_413_before_it_is_read(url: str) -> None:
+    """--max-body-bytes (16 MiB by default): the declared length is enough, nothing is read."""
+    host, port = url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Authorization: Bearer k-alice\r\nContent-Length: %d\r\n\r\n" % ((16 << 20) + 1))
+        answer = b""
+        while b"}" not in answer:
+            chunk = sock.recv(4096)
+            if not chunk:
+                break
+            answer += chunk
+    head, _, rest = answer.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == b"413", answer[:300]
+    body = rest[rest.index(b"{"):rest.rindex(b"}") + 1]  # the body may come chunked
+    assert json.loads(body)["type"] == "RequestTooLarge" and "--max-body-bytes" in error_message(body)
+    still_serving(url)
+
+
 def test_websocket_without_a_key_is_refused(url: str) -> None:
     """Without a websocket library uvicorn serves the upgrade as plain HTTP (401 from the identity
     middleware); with one, the middleware closes the handshake (403). Either way: refused."""

@@ -105,19 +105,67 @@ def children(server: Any, needle: str) -> list[Any]:
     return [p for p in psutil.Process(server.pid).children(recursive=True) if needle in " ".join(p.cmdline())]
 
 
-def test_a_killed_router_is_restarted_empty_and_serving_goes_on(d2lpm: dict[str, Any]) -> None:
+def test_a_killed_router_is_restarted_and_learns_what_the_workers_hold(d2lpm: dict[str, Any]) -> None:
+    """Killed with long requests running: the restarted router asks the workers (Hello) and counts
+    what they name (Holding) in flight again, so a later worker death would fail them."""
+    url, running = d2lpm["url"], [Outcome(sent=0.0) for _ in range(2)]
+
+    def send(i: int) -> None:
+        running[i] = generate(url, {"X-Client-Id": f"long-{i}"}, words(80_000 + i, 50), 1500, timeout=120)
+
+    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(len(running))]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
     (router,) = children(d2lpm["server"], "sglang_fair.cli router")
     router.send_signal(signal.SIGKILL)
     router.wait(10)
     deadline = time.monotonic() + 20
     while not children(d2lpm["server"], "sglang_fair.cli router") and time.monotonic() < deadline:
         time.sleep(0.2)
-    done = generate(d2lpm["url"], {"X-Client-Id": "after-restart"}, words(70_000, 50), 8, timeout=60)
+    done = generate(url, {"X-Client-Id": "after-restart"}, words(70_000, 50), 8, timeout=60)
     assert done.status == 200
-    time.sleep(1.0)  # the router refreshes /state every 0.5 s
-    state = get_json(d2lpm["router"] + "/state")
-    assert state["counts"]["dispatched"] == state["counts"]["finished"] == 1  # a fresh state
-    assert list(state["deficits"]) == ["after-restart"]
+    for t in threads:
+        t.join(120)
+    assert [o.status for o in running] == [200, 200]  # the workers finished them meanwhile
+    state = drained_state(d2lpm["router"])
+    counts = state["counts"]
+    assert counts["dispatched"] == 1 and counts["resynced"] >= 1, counts  # a fresh router, told by Holding
+    assert counts["finished"] + counts["reconciled"] == 1 + counts["resynced"] and state["inflight"] == 0
+    assert "after-restart" in state["deficits"]
+
+
+def test_a_stopped_worker_fails_its_requests_within_the_heartbeat_timeout(d2lpm: dict[str, Any]) -> None:
+    """SIGSTOP a real scheduler mid-load: its heartbeats stop with it, so after 3 s of silence its
+    requests fail with 503 (none hangs, none is lost); SIGCONT brings it back, empty."""
+    url, outcomes = d2lpm["url"], [Outcome(sent=0.0) for _ in range(8)]
+
+    def send(i: int) -> None:
+        outcomes[i] = generate(url, {"X-Client-Id": f"s{i % 4}"}, words(40_000 + i, 200), 400, timeout=120)
+
+    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(len(outcomes))]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    (scheduler,) = children(d2lpm["server"], "scheduler_DP1")
+    stopped = time.monotonic()
+    scheduler.send_signal(signal.SIGSTOP)
+    try:
+        for t in threads:
+            t.join(max(0.1, stopped + 30 - time.monotonic()))
+        assert not any(t.is_alive() for t in threads), "a request hung on the stopped worker"
+    finally:
+        scheduler.send_signal(signal.SIGCONT)
+    statuses = sorted(o.status for o in outcomes)
+    assert set(statuses) <= {200, 503} and 503 in statuses, statuses
+    # the bound: --router-heartbeat-timeout (3 s) + one liveness check (0.5 s); slack for a shared machine
+    failed_after = [round(o.sent + o.latency - stopped, 1) for o in outcomes if o.status == 503]
+    print("\n503s this long after SIGSTOP (s):", failed_after)
+    assert max(failed_after) <= 3.5 + 4.0, failed_after
+    deadline = time.monotonic() + 20
+    while not all(w["alive"] for w in get_json(d2lpm["router"] + "/state")["workers"]):
+        assert time.monotonic() < deadline, "the continued worker did not come back"
+        time.sleep(0.5)
 
 
 def test_killing_a_worker_mid_run_fails_its_requests_and_serving_goes_on(d2lpm: dict[str, Any]) -> None:

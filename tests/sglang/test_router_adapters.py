@@ -20,7 +20,7 @@ from plugin_fakes import FakeReq
 
 from sglang_fair.core.global_tree import pack_tokens
 from sglang_fair.sglang_plugin import worker_hooks
-from sglang_fair.sglang_plugin.controller_hooks import UNAVAILABLE, RouterFrontend
+from sglang_fair.sglang_plugin.controller_hooks import RouterFrontend
 from sglang_fair.sglang_plugin.router_link import RouterLink, decode_payload, encode_payload
 from sglang_fair.sglang_plugin.worker_hooks import EvictionPublisher, WorkerLink
 from sglang_fair_router import frontend_msgs as fm
@@ -75,7 +75,7 @@ def test_worker_link_turns_dispatch_and_cancel_into_sglang_requests(link: Router
         worker.poll(got)
         time.sleep(0.01)
     assert [(type(x).__name__, x.rid) for x in got] == [("AbortReq", "r1"), ("AbortReq", "r1")]
-    assert worker.routed == {"r1"}  # r2's payload named another rid: dropped
+    assert worker.routed == {"r1": "default"}  # r2's payload named another rid: dropped
     beats: list[Any] = []
     while not beats or beats[-1].loops < worker.loops:  # the heartbeat thread reports the loop's count
         beats.append(wm.decode_feedback(feedback.recv()))
@@ -88,6 +88,23 @@ def test_worker_link_turns_dispatch_and_cancel_into_sglang_requests(link: Router
     time.sleep(0.2)  # heartbeats go on meanwhile
     notices = drain(feedback)
     assert notices == [wm.Finished(worker=1, rid="r1", output_tokens=3)]
+
+
+def test_a_worker_answers_a_routers_hello_with_what_it_holds(link: RouterLink) -> None:
+    feedback = sock(zmq.PULL, link.feedback, bind=True)
+    worker = WorkerLink(link, rank=0)
+    router = sock(zmq.PUSH, link.worker(0), bind=False)
+    router.send_multipart([encode(wm.Dispatch("r7")), encode_payload(abort_req("r7"))])
+    router.send(encode(wm.Hello()))  # a router (re)started
+    got: list[Any] = []
+    deadline = time.monotonic() + 5
+    while not got and time.monotonic() < deadline:
+        worker.poll(got)
+        time.sleep(0.01)
+    assert [x.rid for x in got] == ["r7"]  # the Hello itself is no request for SGLang
+    time.sleep(0.1)
+    notices = drain(feedback)
+    assert notices == [wm.Holding(worker=0, rids=["r7"], clients=["default"])]  # no routing_key: default
 
 
 def test_eviction_publisher_reports_removed_pages_as_token_paths(link: RouterLink,
@@ -148,5 +165,9 @@ def test_frontend_submits_aborts_and_relays_failures_as_503(link: RouterLink, tm
     failures.send(encode(fm.Failed("r1", "worker 1 stopped answering")))
     notice = sock_recv(tokenizer)
     assert type(notice).__name__ == "AbortReq" and notice.rid == "r1"
-    assert notice.finished_reason["status_code"] == UNAVAILABLE
+    assert notice.finished_reason["status_code"] == 503
     assert "stopped answering" in notice.finished_reason["message"]
+    failures.send(encode(fm.Failed("r3", "client 'alice' already has 8 requests in flight", 429)))
+    notice = sock_recv(tokenizer)
+    assert notice.rid == "r3" and notice.finished_reason["status_code"] == 429
+    assert notice.finished_reason["err_type"] == "TooManyRequests"

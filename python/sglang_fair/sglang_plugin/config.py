@@ -59,12 +59,22 @@ SGLang's ``--schedule-policy``."""
     client_max_inflight: int = field(
         default=0, metadata={"help": "requests one client may have in flight; more get 429 with Retry-After "
                                      "(0: no limit)"})
+    client_max_queued: int = field(
+        default=1024, metadata={"help": "requests one client may have waiting in one scheduler (in the "
+                                        "router: in flight, times the workers); more get 429, Retry-After "
+                                        "(0: no limit; applies where the edge names clients)"})
+    max_body_bytes: int = field(
+        default=16 << 20, metadata={"help": "largest HTTP request body; larger ones get 413 before they are "
+                                           "read (0: no limit)"})
     key_table: KeyTable = field(default_factory=KeyTable)
 
     def __post_init__(self) -> None:
         require(bool(self.client_header.strip()), "--client-header must not be empty")
         require(self.client_max_inflight >= 0,
                 f"--client-max-inflight must be >= 0, got {self.client_max_inflight}")
+        require(self.client_max_queued >= 0,
+                f"--client-max-queued must be >= 0, got {self.client_max_queued}")
+        require(self.max_body_bytes >= 0, f"--max-body-bytes must be >= 0, got {self.max_body_bytes}")
         require(self.client_ttl >= 0, f"--client-ttl must be >= 0, got {self.client_ttl}")
         admins = self.admins()
         require(not admins or self.key_table.enabled, "--fairness-admins needs --client-keys")
@@ -113,7 +123,8 @@ SGLang's ``--schedule-policy``."""
                  **_values(self.batching, BatchingConfig.flag_prefix, skip=BATCHING_SKIP),
                  "client_keys": self.client_keys,
                  "client_header": self.client_header, "fairness_admins": self.fairness_admins,
-                 "client_ttl": self.client_ttl, "client_max_inflight": self.client_max_inflight}
+                 "client_ttl": self.client_ttl, "client_max_inflight": self.client_max_inflight,
+                 "client_max_queued": self.client_max_queued, "max_body_bytes": self.max_body_bytes}
         return json.dumps(flags)
 
 

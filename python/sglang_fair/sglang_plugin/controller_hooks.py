@@ -4,7 +4,8 @@ The controller stays SGLang's (it receives from the tokenizer manager, launches 
 broadcasts control messages); the hook swaps its ``dispatching`` function for :class:`RouterFrontend`,
 which sends each tokenized request as ``[Submit, SGLang's own encoding of the request]`` to the
 router, and forwards client aborts to it. A thread turns the router's ``Failed`` notices into
-SGLang ``AbortReq`` outputs with status 503, which the tokenizer manager answers to the client.
+SGLang ``AbortReq`` outputs with the notice's status (503: worker gone; 429: the client is over the
+router's per-client limit), which the tokenizer manager answers to the client.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router.codec import MessageError, encode
 
 logger = logging.getLogger("sglang_fair")
-UNAVAILABLE = 503
+ERROR_TYPES = {429: "TooManyRequests", 503: "ServiceUnavailable"}
 
 
 class RouterFrontend:
@@ -73,9 +74,10 @@ class RouterFrontend:
             except MessageError as err:
                 logger.warning("sglang-fair: dropped a message from the router: %s", err)
                 continue
-            logger.warning("sglang-fair: request %s failed: %s", msg.rid, msg.reason)
-            reason = {"type": "abort", "message": msg.reason, "status_code": UNAVAILABLE,
-                      "err_type": "ServiceUnavailable"}
+            (logger.debug if msg.status == 429 else logger.warning)(
+                "sglang-fair: request %s failed: %s", msg.rid, msg.reason)
+            reason = {"type": "abort", "message": msg.reason, "status_code": msg.status,
+                      "err_type": ERROR_TYPES.get(msg.status, "ServiceUnavailable")}
             sock_send(to_tokenizer, AbortReq(rid=msg.rid, finished_reason=reason, abort_message=msg.reason))
 
 

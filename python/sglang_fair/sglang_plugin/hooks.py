@@ -14,7 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_fair.sglang_plugin import controller_hooks, http_hooks, scheduler_hooks, worker_hooks
+from sglang_fair.sglang_plugin import (
+    client_bound,
+    controller_hooks,
+    http_hooks,
+    scheduler_hooks,
+    worker_hooks,
+)
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES
 from sglang_fair.sglang_plugin.router_link import KV_EVENTS_PUBLISHER
 
@@ -49,6 +55,8 @@ HOOKS: tuple[Hook, ...] = (
          scheduler_hooks.add_request_to_queue, ("self", "req")),
     Hook(M + "scheduler.Scheduler.send_abort_output", "after", scheduler_hooks.abort_output,
          ("self", "abort_req", "req")),
+    Hook(M + "scheduler.Scheduler._abort_on_queued_limit", "around", client_bound.abort_on_queued_limit,
+         ("self", "recv_req")),
     Hook(M + "scheduler.Scheduler.process_batch_result", "after",
          scheduler_hooks.process_batch_result, ("self", "batch", "result")),
     Hook(H + "launch_server", "before", http_hooks.install_http, ("server_args",)),
@@ -88,6 +96,7 @@ USED_NAMES: tuple[str, ...] = (
     M + "schedule_batch.Req.init_next_round_input",
     M + "schedule_batch.Req.finished",
     M + "schedule_batch.ScheduleBatch.retract_decode",
+    M + "scheduler.Scheduler._add_request_to_queue",  # calls _abort_on_queued_limit, releases a refused req
     "sglang.srt.runtime_context.get_parallel",
     "sglang.srt.runtime_context.get_observability",
     H + "app",
@@ -116,7 +125,8 @@ ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (M + "schedule_policy.SchedulePolicy", ("policy", "tree_cache")),
     (M + "schedule_batch.ScheduleBatch", ("batch_is_full", "reqs", "launch_ts", "forward_mode",
                                           "extend_num_tokens")),
-    (M + "schedule_batch.Req", ("rid", "origin_input_ids", "output_ids", "routing_key", "kv", "prefix_len")),
+    (M + "schedule_batch.Req", ("rid", "origin_input_ids", "output_ids", "routing_key", "kv", "prefix_len",
+                                "is_retracted")),
     (M + "scheduler.Scheduler", ("waiting_queue", "tree_cache", "policy", "running_batch", "chunked_req",
                                  "is_mixed_chunk", "prefill_decode_interval")),
     (M + "io_struct.GenerateReqInput", ("routing_key", "routed_dp_rank")),

@@ -7,6 +7,7 @@ from typing import Any
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_from_env
+from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
 from sglang_fair.sglang_plugin.identity import SCOPE_KEY, ClientIdentityMiddleware, resolve_hosts
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
 from sglang_fair.sglang_plugin.router_link import link_from_env
@@ -71,9 +72,10 @@ def make_fairness_endpoint(config: FairConfig) -> Any:
 
 
 def install_http(*args: Any, **kwargs: Any) -> None:
-    """BEFORE ``http_server.launch_server``: add ``/fairness`` and, when a fair policy, client keys
-    or the global router are configured, the identity middleware (so installing the package leaves
-    SGLang's own policies, and their use of ``routing_key``, untouched)."""
+    """BEFORE ``http_server.launch_server``: add ``/fairness``, the body-size limit and ``Retry-After``
+    on 429 (:mod:`edge_limits`, always) and, when a fair policy, client keys or the global router are
+    configured, the identity middleware (so installing the package leaves SGLang's own policies, and
+    their use of ``routing_key``, untouched)."""
     from sglang.srt.entrypoints import http_server
 
     app = http_server.app
@@ -86,15 +88,15 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     check_edge(server_args, config, router)
     app.add_route("/fairness", make_fairness_endpoint(config), methods=["GET"])
     app.state.sglang_fair_installed = True
-    if not identity_needed(policy, config, router):
-        return None
-    app.add_middleware(
-        ClientIdentityMiddleware, keys=config.key_table, header=config.client_header,
-        warmup_open=warmup_open, local_hosts=resolve_hosts(getattr(server_args, "host", None)),
-        admins=config.admins(), max_inflight=config.client_max_inflight,
-    )
-    logger.info("sglang-fair: client identity (%s) installed",
-                "API keys" if config.key_table.enabled else f"header {config.client_header}")
+    if identity_needed(policy, config, router):
+        app.add_middleware(
+            ClientIdentityMiddleware, keys=config.key_table, header=config.client_header,
+            warmup_open=warmup_open, local_hosts=resolve_hosts(getattr(server_args, "host", None)),
+            admins=config.admins(), max_inflight=config.client_max_inflight,
+        )
+        logger.info("sglang-fair: client identity (%s) installed",
+                    "API keys" if config.key_table.enabled else f"header {config.client_header}")
+    app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=config.max_body_bytes)  # outermost: first
     return None
 
 

@@ -107,7 +107,7 @@ class ClientIdentityMiddleware:
                 return
             client = WARMUP_CLIENT
         if self.keys.enabled and scope.get("path") == "/metrics" and client not in self.admins:
-            await _send_error(send, 403, "Forbidden", "/metrics needs a key of a --fairness-admins client")
+            await send_error(send, 403, "Forbidden", "/metrics needs a key of a --fairness-admins client")
             return
         scope.setdefault("state", {})[SCOPE_KEY] = client
         if self.max_inflight <= 0 or scope.get("method") != "POST" or client == WARMUP_CLIENT:
@@ -116,7 +116,7 @@ class ClientIdentityMiddleware:
         held = self.inflight.get(client, 0)
         if held >= self.max_inflight:
             reason = f"client {client!r} already has {held} requests in flight (the limit); retry later"
-            await _send_error(send, 429, "TooManyRequests", reason, [(b"retry-after", b"1")])
+            await send_error(send, 429, "TooManyRequests", reason, [(b"retry-after", b"1")])
             return
         self.inflight[client] = held + 1
         try:
@@ -170,10 +170,10 @@ async def _buffer_body(receive: Receive) -> tuple[bytes, Receive]:
 
 
 async def _send_401(send: Send, reason: str) -> None:
-    await _send_error(send, 401, "Unauthorized", reason, [(b"www-authenticate", b"Bearer")])
+    await send_error(send, 401, "Unauthorized", reason, [(b"www-authenticate", b"Bearer")])
 
 
-async def _send_error(send: Send, status: int, kind: str, reason: str,
+async def send_error(send: Send, status: int, kind: str, reason: str,
                       extra: list[tuple[bytes, bytes]] | None = None) -> None:
     """An OpenAI-style error body (``object``, ``message``, ``type``, ``code``)."""
     payload = json.dumps({"object": "error", "message": reason, "type": kind, "code": status}).encode()

@@ -136,9 +136,12 @@ class RouterProcess:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def with_client_ttl(settings: RouterSettings, config: FairConfig) -> RouterSettings:
-    """The router forgets idle clients as the schedulers do (``--client-ttl``; never with keys)."""
-    return replace(settings, service=replace(settings.service, client_ttl=config.idle_ttl()))
+def with_client_ttl(settings: RouterSettings, config: FairConfig, num_workers: int = 1) -> RouterSettings:
+    """The router forgets idle clients as the schedulers do (``--client-ttl``; never with keys) and
+    bounds a client's requests in flight at ``--client-max-queued`` per worker (0: no bound)."""
+    service = replace(settings.service, client_ttl=config.idle_ttl(),
+                      client_max_inflight=config.client_max_queued * num_workers)
+    return replace(settings, service=service)
 
 
 def start_router(policy: str, num_workers: int, settings: RouterSettings,
@@ -149,6 +152,6 @@ def start_router(policy: str, num_workers: int, settings: RouterSettings,
     directory = private_dir("sgl-fair-")  # short: ipc:// paths have a length limit
     link = RouterLink(directory, num_workers, settings.service.heartbeat_interval)
     os.environ[ENV_ROUTER] = link.to_env()
-    settings = with_client_ttl(settings, config)
+    settings = with_client_ttl(settings, config, num_workers)
     cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(link, policy, settings, config.cost())]
     return RouterProcess(cmd, directory)

@@ -28,8 +28,9 @@ ROUTER_METHODS = tuple(  # pab routes by reports only simulated workers send
     n for n in ROUTING_POLICIES.names() if not getattr(ROUTING_POLICIES.get(n), "simulator_only", False))
 SGLANG_METHODS = ("auto", "round_robin", "follow_bootstrap_room", "total_requests", "total_tokens")
 ROUTER_FILLED_IN = ("policy", "num_workers")  # from --load-balance-method and --dp-size
-# the link's IPC endpoints, and the client TTL (serve's --client-ttl, 0 with --client-keys)
-SERVICE_FILLED_IN = ("frontend", "failures", "feedback", "workers", "client_ttl")
+# the link's IPC endpoints, the client TTL (serve's --client-ttl, 0 with --client-keys) and the
+# per-client bound (serve's --client-max-queued x the workers)
+SERVICE_FILLED_IN = ("frontend", "failures", "feedback", "workers", "client_ttl", "client_max_inflight")
 KV_EVENTS_PUBLISHER = "sglang_fair"  # the name our eviction publisher is registered under in SGLang
 
 

@@ -3,10 +3,11 @@
 :class:`WorkerLink` binds the worker's inbox, turns the router's ``Dispatch`` into SGLang's own
 tokenized request (decoded as SGLang's receiver would) and ``Cancel`` into an ``AbortReq``, and sends
 the router ``Finished`` (streamed finish or abort) and ``Evicted`` (from SGLang's KV cache events, via
-:class:`EvictionPublisher`). A thread sends a ``Heartbeat`` every ``heartbeat_interval`` seconds with
-the number of loop iterations so far: a dead process goes silent, a hung loop stops counting, and a
-long model step is neither. Feedback never blocks the scheduler: when the router is gone, notices
-are dropped (and counted).
+:class:`EvictionPublisher`); a router's ``Hello`` (sent when it starts) is answered with ``Holding``,
+the routed requests this worker holds, so a restarted router knows them. A thread sends a
+``Heartbeat`` every ``heartbeat_interval`` seconds with the number of loop iterations so far: a dead
+process goes silent, a hung loop stops counting, and a long model step is neither. Feedback never
+blocks the scheduler: when the router is gone, notices are dropped (and counted).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import zmq
 
 from sglang_fair.sglang_plugin.evictions import BlockIndex, Removal
 from sglang_fair.sglang_plugin.router_link import RouterLink, decode_payload, link_from_env
+from sglang_fair.sglang_plugin.state import client_of
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import MessageError, encode
 
@@ -36,7 +38,7 @@ class WorkerLink:
         self.inbox = self.context.socket(zmq.PULL)
         self.inbox.bind(link.worker(rank))
         self.feedback = self._feedback_socket()
-        self.routed: set[str] = set()  # rids the router sent here, until they leave
+        self.routed: dict[str, str] = {}  # rid -> client, for what the router sent here, until it leaves
         self.loops = 0
         self.seq = 0
         self.dropped = 0
@@ -65,9 +67,12 @@ class WorkerLink:
             except zmq.Again:
                 break
             try:
-                into.append(self._decode(frames))
+                req = self._decode(frames)
             except MessageError as err:
                 logger.warning("sglang-fair worker %d: dropped a message from the router: %s", self.rank, err)
+                continue
+            if req is not None:
+                into.append(req)
 
     def _decode(self, frames: list[bytes]) -> Any:
         from sglang.srt.managers.io_struct import AbortReq
@@ -75,6 +80,10 @@ class WorkerLink:
         msg = wm.decode_to_worker(frames[0])
         if isinstance(msg, wm.Cancel):
             return AbortReq(rid=msg.rid)
+        if isinstance(msg, wm.Hello):
+            held = wm.Holding(worker=self.rank, rids=list(self.routed), clients=list(self.routed.values()))
+            self._send(held)
+            return None
         if len(frames) != 2:
             raise MessageError(f"dispatch {msg.rid}: expected 2 frames, got {len(frames)}")
         try:
@@ -83,14 +92,13 @@ class WorkerLink:
             raise MessageError(f"dispatch {msg.rid}: undecodable payload: {err}") from None
         if getattr(req, "rid", None) != msg.rid:
             raise MessageError(f"dispatch {msg.rid}: payload carries rid {getattr(req, 'rid', None)!r}")
-        self.routed.add(msg.rid)
+        self.routed[msg.rid] = client_of(req)
         return req
 
     def finished(self, req: Any, aborted: bool) -> None:
         """``req`` left this worker: tell the router its output length (once per routed request)."""
         rid = str(req.rid)
-        if rid in self.routed:
-            self.routed.discard(rid)
+        if self.routed.pop(rid, None) is not None:
             self._send(wm.Finished(worker=self.rank, rid=rid, output_tokens=len(req.output_ids),
                                    aborted=aborted))
 
@@ -98,7 +106,7 @@ class WorkerLink:
         for tokens, start in removals:
             self._send(wm.Evicted(worker=self.rank, tokens=tokens, start=start))
 
-    def _send(self, msg: wm.Finished | wm.Evicted | wm.Heartbeat,
+    def _send(self, msg: wm.Finished | wm.Evicted | wm.Heartbeat | wm.Holding,
               sock: zmq.Socket[bytes] | None = None) -> None:
         try:
             (sock or self.feedback).send(encode(msg), zmq.NOBLOCK)
