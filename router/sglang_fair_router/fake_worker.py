@@ -38,6 +38,7 @@ class FakeWorker(threading.Thread):
         self.answer = True  # set False to keep requests "running" forever
         self.lose_finished = False  # set True to finish requests but lose their Finished notices
         self.held: set[str] = set()  # requests "running" (answer False), reported in heartbeats
+        self.prefill_budget: int | None = None  # reported in heartbeats when set (the pab router)
         self._halt = threading.Event()
 
     def stop(self) -> None:
@@ -49,7 +50,8 @@ class FakeWorker(threading.Thread):
         while not self._halt.is_set():
             now = self.clock()
             if self.alive and (next_beat is None or now >= next_beat):
-                self.outbox.send(encode(wm.Heartbeat(self.index, seq, inflight=len(self.held), loops=seq)))
+                self.outbox.send(encode(wm.Heartbeat(self.index, seq, inflight=len(self.held), loops=seq,
+                                                     prefill_budget=self.prefill_budget)))
                 seq, next_beat = seq + 1, now + self.heartbeat_s
             if not self.inbox.poll(10):
                 continue
