@@ -122,8 +122,8 @@ def generate_request(
     gen = original(self, obj, request, *args, **kwargs)
     if not hasattr(obj, "sampling_params"):  # an embedding request
         return gen
-    if request is None:  # an internal request: no body, and no SLO a client could have forged
-        carry(obj, None)
+    if not callable(getattr(request, "json", None)):  # internal or gRPC: no JSON body to take an SLO from
+        carry(obj, None)  # (and none a client could have forged in its sampling parameters)
         return gen
     return with_request_slo(gen, obj, request)
 
