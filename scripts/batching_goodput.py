@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Goodput against load for the batch-formation policies, on the Azure LLM inference trace.
+"""Goodput against load for the batch-formation policies, on the Azure or Mooncake trace.
 
-    python scripts/batching_goodput.py [--trace-start 180] [--trace-window 300]
+    python scripts/batching_goodput.py [--trace azure|mooncake|PATH] [--trace-start 180] [--trace-window 300]
         [--scales 0.05,0.1,...] [--policies sglang,sarathi,fairbatching,slai] [--dp 1]
         [--json docs/batching_goodput.json] [--plot docs/img/batching_goodput.png]
 
-Each run replays ``--trace-window`` seconds of the Azure 2023 code trace (``--trace``) from
+Each run replays ``--trace-window`` seconds of the trace (``--trace``: the Azure 2023 code trace by default;
+``mooncake`` is the Mooncake conversation trace, prefixes shared by its hash ids) from
 ``--trace-start`` seconds in (its first three minutes hold only 63 requests), its arrival times
 divided by a scale factor (0.5: half the load), on ``--dp`` simulated A100 + Llama-3.1-8B workers
 (public-figure roofline preset), FCFS admission, with FairBatching's Azure SLOs (003 Table 2: TTFT
