@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Goodput against load for the batch-formation policies, on the Azure LLM inference trace.
+"""Goodput against load for the batch-formation policies, on the Azure or Mooncake trace.
 
-    python scripts/batching_goodput.py [--trace-start 180] [--trace-window 300]
+    python scripts/batching_goodput.py [--trace azure|mooncake|PATH] [--trace-start 180] [--trace-window 300]
         [--scales 0.05,0.1,...] [--policies sglang,sarathi,fairbatching,slai] [--dp 1]
         [--json docs/batching_goodput.json] [--plot docs/img/batching_goodput.png]
 
-Each run replays ``--trace-window`` seconds of the Azure 2023 code trace (``--trace``) from
+Each run replays ``--trace-window`` seconds of the trace (``--trace``: the Azure 2023 code trace by default;
+``mooncake`` is the Mooncake conversation trace, prefixes shared by its hash ids) from
 ``--trace-start`` seconds in (its first three minutes hold only 63 requests), its arrival times
 divided by a scale factor (0.5: half the load), on ``--dp`` simulated A100 + Llama-3.1-8B workers
 (public-figure roofline preset), FCFS admission, with FairBatching's Azure SLOs (003 Table 2: TTFT
@@ -36,7 +37,9 @@ from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
 from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
 
-TRACE = ROOT.parent / "shared" / "data" / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv"
+DATA = ROOT.parent / "shared" / "data"
+TRACES = {"azure": DATA / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv",
+          "mooncake": DATA / "mooncake" / "conversation_trace.jsonl"}
 
 
 def variants(policies: list[str], budgets: list[int], orders: list[str],
@@ -57,7 +60,14 @@ def variants(policies: list[str], budgets: list[int], orders: list[str],
 
 
 def cut_trace(src: Path, dst: Path, start: float, window: float) -> int:
-    """Copy the rows of ``src`` (Azure CSV) arriving in [first + start, first + start + window)."""
+    """Copy the rows of ``src`` arriving in [first + start, first + start + window): the Azure CSV
+    (``TIMESTAMP`` date-times) or the Mooncake JSONL (``timestamp`` in ms); ``dst`` gets the suffix."""
+    if src.suffix == ".jsonl":
+        lines = [ln for ln in src.read_text().splitlines() if ln.strip()]
+        ms = [float(json.loads(ln)["timestamp"]) for ln in lines]
+        kept = [ln for ln, t in zip(lines, ms, strict=True) if start <= (t - ms[0]) / 1000 < start + window]
+        dst.write_text("\n".join(kept) + "\n")
+        return len(kept)
     with src.open() as f:
         rows = list(csv.reader(f))
     times = [datetime.fromisoformat(r[0][:26]).timestamp() for r in rows[1:]]
@@ -119,7 +129,8 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str, ttft:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--trace", type=Path, default=TRACE)
+    p.add_argument("--trace", default="azure",
+                   help=f"{' or '.join(TRACES)} (../shared/data), or a trace file's path")
     p.add_argument("--trace-start", type=float, default=180.0, help="seconds into the trace")
     p.add_argument("--trace-window", type=float, default=300.0, help="seconds of the trace replayed")
     p.add_argument("--scales", default="0.05,0.1,0.15,0.2,0.3,0.4,0.5,0.75",
@@ -138,6 +149,7 @@ def main() -> int:
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None)
     args = p.parse_args()
+    args.trace = TRACES.get(args.trace, Path(args.trace))
     if not args.trace.exists():
         print(f"error: trace {args.trace} not found (--trace)", file=sys.stderr)
         return 2
@@ -149,7 +161,7 @@ def main() -> int:
             return 2
     scales = [float(s) for s in args.scales.split(",")]
     tmp = tempfile.TemporaryDirectory()
-    args.cut = Path(tmp.name) / "trace.csv"
+    args.cut = Path(tmp.name) / ("trace" + args.trace.suffix)
     n = cut_trace(args.trace, args.cut, args.trace_start, args.trace_window)
     print(f"{n} requests from {args.trace_start:g} s to {args.trace_start + args.trace_window:g} s of "
           f"{args.trace.name}")
@@ -176,7 +188,8 @@ def main() -> int:
         args.json.write_text(json.dumps({"config": config, "runs": results}, indent=1, default=str))
         print(f"wrote {args.json}")
     if args.plot:
-        plot(results, args.plot, f"Azure code trace, {args.dp} x A100 + Llama-3.1-8B (simulated), "
+        name = {v: k for k, v in TRACES.items()}.get(args.trace, args.trace.stem).capitalize()
+        plot(results, args.plot, f"{name} trace, {args.dp} x A100 + Llama-3.1-8B (simulated), "
                                  f"SLO TTFT {args.ttft:g} s / TPOT {args.tpot * 1000:g} ms (dashed)",
              args.ttft, args.tpot)
         print(f"wrote {args.plot}")

@@ -40,6 +40,7 @@ class FakeWorker(threading.Thread):
         self.held: set[str] = set()  # requests "running" (answer False), reported in heartbeats
         self.client = "fake"  # the client it names for what it holds (a Dispatch carries none)
         self.answer_hello = True  # set False to play a worker that does not re-announce (version 2)
+        self.prefill_budget: int | None = None  # reported in heartbeats when set (the pab router)
         self._halt = threading.Event()
 
     def stop(self) -> None:
@@ -51,7 +52,8 @@ class FakeWorker(threading.Thread):
         while not self._halt.is_set():
             now = self.clock()
             if self.alive and (next_beat is None or now >= next_beat):
-                self.outbox.send(encode(wm.Heartbeat(self.index, seq, inflight=len(self.held), loops=seq)))
+                self.outbox.send(encode(wm.Heartbeat(self.index, seq, inflight=len(self.held), loops=seq,
+                                                     prefill_budget=self.prefill_budget)))
                 seq, next_beat = seq + 1, now + self.heartbeat_s
             if not self.inbox.poll(10):
                 continue

@@ -83,6 +83,7 @@ class RouterState:
         self.inflight: dict[str, InFlight] = {}
         self.last_seen: list[float | None] = [None] * len(policy.workers)
         self.reported: list[int | None] = [None] * len(policy.workers)  # the worker's own in-flight count
+        self.budget: list[int | None] = [None] * len(policy.workers)  # its last prefill budget report
         self.turned_at: list[float | None] = [None] * len(policy.workers)  # last heartbeat whose loops moved
         self.shortfall = [0] * len(policy.workers)  # the previous heartbeat's count of lost requests
         self.send_backlog = [0] * len(policy.workers)  # messages waiting to be sent (set by the service)
@@ -161,6 +162,9 @@ class RouterState:
             self.policy.mark_alive(msg.worker)  # back from the dead: starts empty
         if isinstance(msg, Heartbeat):
             self.reported[msg.worker] = msg.inflight
+            if msg.prefill_budget is not None:  # FairBatching's PAB (pab routes by it)
+                self.budget[msg.worker] = msg.prefill_budget
+                self.policy.on_prefill_budget(msg.worker, msg.prefill_budget)
             seen = self.progress[msg.worker]
             if seen is None or seen[0] != msg.loops:
                 self.progress[msg.worker] = (msg.loops, now)
@@ -247,6 +251,7 @@ class RouterState:
             "workers": [
                 {"worker": w, "alive": w in policy.alive, "queue": policy.queue[w],
                  "reported_inflight": self.reported[w], "send_backlog": self.send_backlog[w],
+                 "prefill_budget": self.budget[w],
                  "cached_tokens_estimate": tree.worker_tokens[w],
                  "hit_estimate": policy.hit_estimate(w)}
                 for w in policy.workers

@@ -2,8 +2,14 @@
 
 Router -> worker: ``[Dispatch header, payload]``, ``[Cancel]``, or ``[Hello]`` (once per router
 start). Worker -> router (one feedback socket for all workers): ``Finished``, ``Evicted``, a periodic
-``Heartbeat`` by which the router knows the worker is alive, and ``Holding`` (the answer to ``Hello``:
-the routed requests the worker holds, so a restarted router can fail them if the worker dies later).
+``Heartbeat`` by which the router knows the worker is alive (with, from version 4, the worker's prefill
+admission budget), and ``Holding`` (the answer to ``Hello``: the routed requests the worker holds, so a
+restarted router can fail them if the worker dies later).
+
+Versions: the router reads feedback of :data:`FEEDBACK_VERSIONS` (an older heartbeat carries no
+budget: the worker counts as not reporting one); each side sends :data:`VERSION`, and a worker reads
+only the router's own version (``serve`` starts both from one install). An older router refuses a newer
+worker's feedback (its check is exact), so upgrade the router first.
 """
 
 from __future__ import annotations
@@ -15,8 +21,12 @@ import msgspec
 from sglang_fair.core.global_tree import WIDTH
 from sglang_fair_router.codec import MessageError, decode
 
-VERSION = 3  # 2: Dispatch and Finished carry no client; Heartbeat.inflight. 3: Hello and Holding
+VERSION = 4  # 2: Dispatch and Finished carry no client; Heartbeat.inflight. 3: Hello and Holding
+# 4: Heartbeat.prefill_budget
+FEEDBACK_VERSIONS = (2, 3, 4)
 Count = Annotated[int, msgspec.Meta(ge=0)]
+# prefill tokens; negative: overcommitted; bounded so a bad report cannot swamp the router's arithmetic
+Budget = Annotated[int, msgspec.Meta(ge=-(1 << 40), le=1 << 40)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
 
 
@@ -61,13 +71,16 @@ class Heartbeat(msgspec.Struct, tag="heartbeat", frozen=True):
     """Sent every interval by a thread of the worker process (so a long step does not silence it);
     ``loops`` counts the scheduler loop's iterations, so the router can tell a hung loop from a busy
     one; ``inflight`` counts the routed requests the worker has not finished (shown beside the
-    router's own count in ``/state``)."""
+    router's own count in ``/state``); ``prefill_budget`` (version 4) the prefill tokens it can still
+    take within its TTFT target (FairBatching's PAB, ``sglang_plugin/pab_report.py``; None: not
+    reported)."""
 
     worker: Count
     seq: Count
     inflight: Count = 0
     loops: Count = 0
     v: int = VERSION
+    prefill_budget: Budget | None = None
 
 
 class Holding(msgspec.Struct, tag="holding", frozen=True):
@@ -94,7 +107,9 @@ def decode_to_worker(frame: bytes) -> ToWorker:
 
 
 def decode_feedback(frame: bytes) -> Feedback:
-    msg = decode(_feedback, frame, VERSION)
+    msg = decode(_feedback, frame, FEEDBACK_VERSIONS)
     if isinstance(msg, Evicted) and len(msg.tokens) % WIDTH:
         raise MessageError(f"evicted: tokens must be packed {WIDTH}-byte ids")
+    if isinstance(msg, Heartbeat) and msg.v < 4 and msg.prefill_budget is not None:
+        raise MessageError("heartbeat: prefill_budget needs version 4")
     return msg

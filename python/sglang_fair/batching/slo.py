@@ -1,4 +1,5 @@
-"""Per-request latency targets: TTFT and TPOT (TBT), from the request or from its client's class.
+"""Per-request latency targets: TTFT and TPOT (TBT), from the request or from its client's class
+(:meth:`SLOTable.resolve`: a request's own targets where it set them, the class's for the rest).
 
 A token's deadline follows FairBatching's envelope (003 §3.1): output token ``k`` (0 = the first) of
 a request that arrived at ``a`` is due at ``a + TTFT + k * TPOT``. Once the first token is out (at
@@ -14,7 +15,7 @@ a client without a class gets the default targets.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from sglang_fair.core.errors import ConfigError, require
@@ -78,6 +79,15 @@ class SLOTable:
     def for_client(self, client: str) -> SLO:
         name = self.client_class.get(client)
         return self.default if name is None else self.classes[name]
+
+    def resolve(self, client: str, targets: Sequence[float | None] | None = None) -> SLO:
+        """A request's targets: ``targets`` (its own TTFT, TPOT; None where it set none), the rest
+        from its client's class."""
+        base = self.for_client(client)
+        if not targets:
+            return base
+        ttft, tpot = targets
+        return SLO(base.ttft if ttft is None else ttft, base.tpot if tpot is None else tpot)
 
     def class_of(self, client: str) -> str:
         return self.client_class.get(client, "default")

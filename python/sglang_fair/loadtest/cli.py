@@ -123,10 +123,14 @@ def main(args: argparse.Namespace) -> int:
     cost = from_flags(CostModel, args)
     require(args.window > 0, f"--window must be > 0, got {args.window}")
     run, fairness = asyncio.run(bench(cfg, workload, cost, args.window, args.progress))
-    summary = run_summary(run, fairness)
+    summary = run_summary(run, fairness, (cfg.slo_ttft, cfg.slo_tpot))
     print(format_table({args.name: summary}))
     print()
     print(format_clients(summary))
+    slo = summary["slo"]
+    print(f"\nSLO (TTFT {cfg.slo_ttft:g} s, TPOT {cfg.slo_tpot * 1000:g} ms): attainment "
+          f"{slo['slo_attainment']}, goodput {slo['goodput']:.3f} calls/s; TTFT P50/P99 {slo['ttft_p50']}/"
+          f"{slo['ttft_p99']} s, TPOT P50/P99 {slo['tpot_p50']}/{slo['tpot_p99']} s")
     if args.json:
         doc = dict(summary, service_series=service_series(run.result()),
                    config={"bench": asdict(cfg), "workload": asdict(workload),

@@ -37,6 +37,10 @@ class LoadTestConfig:
         "help": "send prompts as token ids below this vocabulary size, with earlier calls' output ids "
                 "(the server must return them: SGLang's return_token_ids); 0 = send text"})
     fairness: bool = field(default=True, metadata={"help": "read /fairness at the end where served"})
+    slo_ttft: float = field(default=2.0, metadata={
+        "help": "TTFT target (s) of the summary's SLO attainment and goodput (003 Table 2: Azure 2 s)"})
+    slo_tpot: float = field(default=0.05, metadata={
+        "help": "TPOT target (s): the worst running average per call, as 003 measures it"})
 
     def __post_init__(self) -> None:
         url = urlparse(self.base_url)
@@ -53,6 +57,9 @@ class LoadTestConfig:
         require(self.token_ids == 0 or self.token_ids > FIRST_ID,
                 f"token_ids must be 0 (text) or a vocabulary size > {FIRST_ID}, got {self.token_ids}")
         require(self.token_ids == 0 or self.api == "completions", "--token-ids needs --api completions")
+        for name in ("slo_ttft", "slo_tpot"):
+            value = getattr(self, name)
+            require(0 < value < float("inf"), f"--{name.replace('_', '-')} must be > 0 seconds, got {value}")
 
     @property
     def root(self) -> str:

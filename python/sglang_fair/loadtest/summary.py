@@ -9,6 +9,7 @@ from typing import Any
 from sglang_fair.loadtest.runner import LoadRun
 from sglang_fair.loadtest.transport import CallOutcome
 from sglang_fair.metrics import percentile, summarize
+from sglang_fair.metrics.slo import TokenTrack, slo_summary
 
 # Keys that need cached_tokens (actual service = extend + output) or any usage at all.
 NEEDS_CACHED = ("actual_service_rate", "jain_index_actual", "cache_hit_rate", "max_backlogged_service_diff")
@@ -43,7 +44,28 @@ def latency_stats(outcomes: list[CallOutcome]) -> dict[str, float | None]:
     return out
 
 
-def run_summary(run: LoadRun, fairness: dict[str, Any] | None) -> dict[str, Any]:
+def token_track(o: CallOutcome, ttft: float, tpot: float) -> TokenTrack:
+    """The call's token times as :mod:`sglang_fair.metrics.slo` reads them: each streamed chunk's
+    tokens at its arrival (per-chunk usage counts where the server sends them); a call that failed
+    or never produced a token counts as missing its TTFT."""
+    track = TokenTrack(o.sent, ttft, tpot)
+    if o.error is None or o.error == "cancelled":
+        for t, n in o.token_times():
+            for _ in range(n):
+                track.on_token(t)
+    return track
+
+
+def slo_stats(outcomes: list[CallOutcome], ttft: float, tpot: float, duration: float) -> dict[str, Any]:
+    """TTFT/TPOT percentiles (TPOT: max running average per call), attainment and goodput (calls
+    meeting both targets per second of arrivals), over every call sent."""
+    out = slo_summary((token_track(o, ttft, tpot) for o in outcomes), duration)
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in out.items()} | {
+        "ttft_target_s": ttft, "tpot_target_s": tpot}
+
+
+def run_summary(run: LoadRun, fairness: dict[str, Any] | None,
+                slo: tuple[float, float] = (2.0, 0.05)) -> dict[str, Any]:
     """``summarize`` of the run, nulls for what was not reported, and the client-side extras."""
     doc = summarize(run.result())
     missing = missing_fields(run.outcomes)
@@ -68,4 +90,5 @@ def run_summary(run: LoadRun, fairness: dict[str, Any] | None) -> dict[str, Any]
     doc["errors"] = sum(sum(c.values()) for c in run.errors.values())
     doc["missing"] = missing + ([] if fairness is not None else ["fairness"]) + list(NOT_VISIBLE)
     doc["fairness"] = fairness
+    doc["slo"] = slo_stats(run.outcomes, *slo, run.duration)
     return doc

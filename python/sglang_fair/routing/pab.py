@@ -1,7 +1,10 @@
 """Routing by FairBatching's prefill admission budget (003 §3.4): each worker reports the prefill
 tokens it can still take within its TTFT target; the router sends a request to a worker whose budget
 covers its prompt (the largest such budget; if none, the largest budget) and takes the prompt off
-its local view of that budget until the next report. Workers not heard from count as unbounded."""
+its local view of that budget until the next report. Workers not heard from count as unbounded, and
+so does a worker that died and came back (its reports start again). Served: SGLang workers report
+from ``sglang_plugin/pab_report.py`` in their heartbeats (``Heartbeat.prefill_budget``); simulated
+FairBatching workers after every step."""
 
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ from sglang_fair.routing.base import RouterConfig, RouteRequest, RoutingPolicy
 
 class PrefillBudget(RoutingPolicy):
     name = "pab"
-    simulator_only = True  # SGLang's workers do not report a prefill budget (docs/batching.md)
 
     def __init__(self, config: RouterConfig) -> None:
         super().__init__(config)
@@ -21,6 +23,10 @@ class PrefillBudget(RoutingPolicy):
 
     def on_prefill_budget(self, worker: int, tokens: float) -> None:
         self.budget[worker] = tokens
+
+    def mark_dead(self, worker: int) -> None:
+        super().mark_dead(worker)
+        self.budget[worker] = math.inf
 
     def choose(self, req: RouteRequest) -> int:
         need = token_count(req.tokens)

@@ -10,6 +10,7 @@ from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_f
 from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
 from sglang_fair.sglang_plugin.identity import SCOPE_KEY, ClientIdentityMiddleware, resolve_hosts
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
+from sglang_fair.sglang_plugin.request_slo import carry, with_request_slo
 from sglang_fair.sglang_plugin.router_link import link_from_env
 
 logger = logging.getLogger("sglang_fair")
@@ -109,7 +110,8 @@ def generate_request(
     pick its own identity when keys are configured. When the global router routes, a client's
     ``routed_dp_rank`` (which would pick a worker past the router) is refused with 400, and so is
     ``n`` above :data:`MAX_SAMPLES` (SGLang expands the batch ``n`` times first: ``n`` = 10^12 was a
-    MemoryError and a 500, a smaller huge ``n`` exhausts the server's memory).
+    MemoryError and a 500, a smaller huge ``n`` exhausts the server's memory). A body's per-request
+    ``slo`` is checked and carried to the scheduler (``request_slo.py``).
     """
     client = ((getattr(request, "scope", None) or {}).get("state") or {}).get(SCOPE_KEY)
     if client:
@@ -119,7 +121,13 @@ def generate_request(
             raise ValueError(f"n must be at most {MAX_SAMPLES}, got {samples}")
         if getattr(obj, "routed_dp_rank", None) is not None and link_from_env() is not None:
             raise ValueError("routed_dp_rank is not accepted here: the global router picks the worker")
-    return original(self, obj, request, *args, **kwargs)
+    gen = original(self, obj, request, *args, **kwargs)
+    if not hasattr(obj, "sampling_params"):  # an embedding request
+        return gen
+    if not callable(getattr(request, "json", None)):  # internal or gRPC: no JSON body to take an SLO from
+        carry(obj, None)  # (and none a client could have forged in its sampling parameters)
+        return gen
+    return with_request_slo(gen, obj, request)
 
 
 def sample_count(obj: Any) -> int:

@@ -24,7 +24,7 @@ from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
 from sglang_fair_router.config import ServiceConfig
 
 ENV_ROUTER = "SGLANG_FAIR_ROUTER"
-ROUTER_METHODS = tuple(  # pab routes by reports only simulated workers send
+ROUTER_METHODS = tuple(  # every routing policy but those that route by reports only simulated workers send
     n for n in ROUTING_POLICIES.names() if not getattr(ROUTING_POLICIES.get(n), "simulator_only", False))
 SGLANG_METHODS = ("auto", "round_robin", "follow_bootstrap_room", "total_requests", "total_tokens")
 ROUTER_FILLED_IN = ("policy", "num_workers")  # from --load-balance-method and --dp-size
@@ -61,6 +61,7 @@ class RouterLink:
     directory: str
     num_workers: int
     heartbeat_interval: float = 0.5
+    prefill_budget: bool = False  # workers report their prefill admission budget (the pab router)
 
     def __post_init__(self) -> None:
         require(self.num_workers >= 1, f"num_workers must be >= 1, got {self.num_workers}")

@@ -13,6 +13,7 @@ from sglang_fair.admission import make_admission_policy
 from sglang_fair.sglang_plugin.adder import fair_adder_class
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, config_from_env
 from sglang_fair.sglang_plugin.match_index import INDEX_ATTR
+from sglang_fair.sglang_plugin.pab_report import report_prefill_budget
 from sglang_fair.sglang_plugin.publish import Publisher, state_dir
 from sglang_fair.sglang_plugin.state import FairState
 from sglang_fair.sglang_plugin.step_budget import StepBudget, sized_adder_class
@@ -147,6 +148,7 @@ def process_batch_result(_result: Any, self: Any, batch: Any, *args: Any, **kwar
             budget.prune([*self.running_batch.reqs, *batch.reqs])
             logger.info("sglang-fair: step model after %d steps: %.4g s + %.3g s/KV token + %.3g s/token",
                         budget.steps, *budget.policy.model.coefficients)
+    report_prefill_budget(self, batch, budget)
     state = state_of(self.policy)
     if state is None:
         return

@@ -27,6 +27,7 @@ from typing import Any
 from sglang_fair.batching import BatchingConfig, DecodeView, PrefillView, StepView
 from sglang_fair.batching.fairbatching import FairBatching
 from sglang_fair.sglang_plugin.adder import subclass_once
+from sglang_fair.sglang_plugin.request_slo import slo_of
 from sglang_fair.sglang_plugin.state import client_of
 
 
@@ -45,9 +46,8 @@ class StepBudget:
         tokens = len(req.output_ids)
         if first is None or tokens == 0:
             return None
-        client = client_of(req)
         context = len(req.origin_input_ids) + tokens
-        return DecodeView(req.rid, first, first, tokens, now, context, self.slos.for_client(client), client)
+        return DecodeView(req.rid, first, first, tokens, now, context, slo_of(req, self.slos), client_of(req))
 
     def view(self, running: Iterable[Any], chunked: Any = None) -> StepView:
         """The step as FairBatching sees it: the running requests as decodes, SGLang's chunked
@@ -57,9 +57,8 @@ class StepBudget:
         prefills: list[PrefillView] = []
         if chunked is not None:
             prefilled = min(int(getattr(chunked, "prefix_len", 0) or 0), len(chunked.origin_input_ids))
-            client = client_of(chunked)
             prefills.append(PrefillView(chunked.rid, now, len(chunked.origin_input_ids), prefilled,
-                                        self.slos.for_client(client), client, started=True))
+                                        slo_of(chunked, self.slos), client_of(chunked), started=True))
         return StepView(now, decodes, prefills)
 
     def chunk_tokens(self, running: Iterable[Any], chunked: Any, mixed: bool) -> int | None:

@@ -42,6 +42,7 @@ class WorkerLink:
         self.loops = 0
         self.seq = 0
         self.dropped = 0
+        self.prefill_budget: int | None = None  # the latest PAB (pab_report.py), sent with heartbeats
         threading.Thread(target=self._beat, name="sglang-fair-heartbeat", daemon=True).start()
 
     def _feedback_socket(self) -> zmq.Socket[bytes]:
@@ -54,7 +55,8 @@ class WorkerLink:
         sock = self._feedback_socket()  # the thread's own: ZMQ sockets are not shared across threads
         while True:
             self.seq += 1
-            beat = wm.Heartbeat(worker=self.rank, seq=self.seq, inflight=len(self.routed), loops=self.loops)
+            beat = wm.Heartbeat(worker=self.rank, seq=self.seq, inflight=len(self.routed), loops=self.loops,
+                                prefill_budget=self.prefill_budget)
             self._send(beat, sock)
             time.sleep(self.link.heartbeat_interval)
 

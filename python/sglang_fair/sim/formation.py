@@ -10,7 +10,7 @@ decode step, decode steps batched into one event). For a mixing policy each step
   requests become prefill candidates; the batching policy decides their chunks, step by step.
 - Retraction is the worker's (room for every running decode, as SGLang's check_decode_mem).
 - The policy sees every running request (tokens so far, first and last token times, KV length, its
-  SLO from its client's class) and every candidate, in admission order; the plan it returns is
+  SLO: its own, else its client's class) and every candidate, in admission order; the plan it returns is
   checked, timed by the worker's step-time model and fed back (``on_step``) when the step ends.
 """
 
@@ -120,10 +120,10 @@ class Formation:
             w.admission_failed()
 
     def _view(self, now: float) -> StepView:
-        w, slo = self.w, self.slos.for_client
+        w, slo = self.w, self.slos.resolve
         decodes = [DecodeView(r.rid, r.arrival, self.first[r.rid], r.generated, self.last[r.rid],
-                              r.prompt_len + r.generated, slo(r.client), r.client) for r in w.running]
-        prefills = [PrefillView(r.rid, r.arrival, r.input_len, r.prefilled, slo(r.client), r.client,
+                              r.prompt_len + r.generated, slo(r.client, r.slo), r.client) for r in w.running]
+        prefills = [PrefillView(r.rid, r.arrival, r.input_len, r.prefilled, slo(r.client, r.slo), r.client,
                                 r.rid in self.started, r.generated) for r in self.candidates]
         cache = w.cache
         used = cache.capacity - cache.free_tokens - cache.evictable_tokens

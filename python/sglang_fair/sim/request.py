@@ -37,6 +37,7 @@ class EngineRequest:
     key: object = None  # equal prompts share a key object (None after a retraction): one match for all
     sync_clock: int = 0  # while running: the worker's decode clock when generated/reserved were last updated
     finish_clock: int = 0  # while running: the decode clock at which the request produces its last token
+    slo: tuple[float | None, float | None] | None = None  # its own (TTFT, TPOT) targets (batching/slo.py)
 
     def __post_init__(self) -> None:
         self.prompt_len = self.prompt_len or len(self.tokens)

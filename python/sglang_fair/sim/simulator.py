@@ -149,7 +149,7 @@ class Simulator:
         rid = len(self.requests)
         req = EngineRequest(rid=rid, client=p.client, tokens=prompt, output_len=p.calls[call].output_len,
                             arrival=self.now, output_ids=list(run.output(call)), pid=p.pid, call=call,
-                            prompt_len=len(prompt), key=shared)
+                            prompt_len=len(prompt), key=shared, slo=p.calls[call].slo)
         self.requests.append(RequestRecord(rid, p.pid, p.client, self.now, len(prompt), req.output_len))
         if self.slo is not None:
             self.slo.on_dispatch(req)

@@ -28,7 +28,7 @@ class SLORecorder:
         self.clients: dict[int, str] = {}
 
     def on_dispatch(self, req: EngineRequest) -> None:
-        slo = self.slos.for_client(req.client)
+        slo = self.slos.resolve(req.client, req.slo)
         self.tracks[req.rid] = TokenTrack(req.arrival, slo.ttft, slo.tpot)
         self.clients[req.rid] = req.client
 

@@ -35,6 +35,7 @@ class Call:
     parts: tuple[Part, ...]
     output_len: int
     deps: tuple[int, ...] = ()
+    slo: tuple[float | None, float | None] | None = None  # its own (TTFT, TPOT) s; None: its client's class
 
 
 @dataclass(frozen=True)
