@@ -22,10 +22,20 @@ def test_evicted_paths_are_the_packed_tokens_after_splits() -> None:
 
 
 def test_long_run_collector_restores_the_collector() -> None:
-    before = gc.get_threshold()
-    frozen = gc.get_freeze_count()
-    with long_run_collector(young=123_456):
-        assert gc.get_threshold()[0] == max(before[0], 123_456)
-        assert gc.get_freeze_count() >= frozen
-    assert gc.get_threshold() == before
-    assert gc.get_freeze_count() == 0
+    before, was_frozen = gc.get_threshold(), gc.get_freeze_count()
+    try:
+        gc.unfreeze()  # the suite may have frozen objects before (SGLang does): start from none
+        with long_run_collector(young=123_456):
+            assert gc.get_threshold()[0] == max(before[0], 123_456)
+            assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == before
+        assert gc.get_freeze_count() == 0
+        gc.freeze()  # a caller that froze objects itself keeps them frozen
+        frozen = gc.get_freeze_count()
+        with long_run_collector(young=123_456):
+            pass
+        assert gc.get_freeze_count() >= frozen > 0
+    finally:
+        gc.set_threshold(*before)
+        if not was_frozen:
+            gc.unfreeze()
