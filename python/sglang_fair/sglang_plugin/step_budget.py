@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
-from sglang_fair.batching import BatchingConfig, DecodeView, PrefillView, StepView
+from sglang_fair.batching import SLO, BatchingConfig, DecodeView, PrefillView, StepView
 from sglang_fair.batching.fairbatching import FairBatching
 from sglang_fair.sglang_plugin.adder import subclass_once
 from sglang_fair.sglang_plugin.request_slo import slo_of
@@ -39,6 +39,7 @@ class StepBudget:
         self.slos = config.slo_table()
         self.clock = clock
         self.first_token: dict[Hashable, float] = {}
+        self.slo_by_rid: dict[Hashable, SLO] = {}  # a running request's targets, resolved once
         self.steps = 0
 
     def _decode(self, req: Any, now: float) -> DecodeView | None:
@@ -47,7 +48,10 @@ class StepBudget:
         if first is None or tokens == 0:
             return None
         context = len(req.origin_input_ids) + tokens
-        return DecodeView(req.rid, first, first, tokens, now, context, slo_of(req, self.slos), client_of(req))
+        slo = self.slo_by_rid.get(req.rid)
+        if slo is None:
+            slo = self.slo_by_rid[req.rid] = slo_of(req, self.slos)
+        return DecodeView(req.rid, first, first, tokens, now, context, slo, client_of(req))
 
     def view(self, running: Iterable[Any], chunked: Any = None) -> StepView:
         """The step as FairBatching sees it: the running requests as decodes, SGLang's chunked
@@ -72,6 +76,7 @@ class StepBudget:
         for req in reqs:
             if req.finished():
                 self.first_token.pop(req.rid, None)
+                self.slo_by_rid.pop(req.rid, None)
             elif req.output_ids and req.rid not in self.first_token:
                 self.first_token[req.rid] = now
         launched = batch.launch_ts
@@ -86,6 +91,7 @@ class StepBudget:
         """Forget requests no longer running (aborted or retracted): bounded memory."""
         keep = {r.rid for r in live}
         self.first_token = {rid: t for rid, t in self.first_token.items() if rid in keep}
+        self.slo_by_rid = {rid: slo for rid, slo in self.slo_by_rid.items() if rid in keep}
 
 
 def sized_adder_class(base: type, scheduler: Any, budget: StepBudget) -> type:
