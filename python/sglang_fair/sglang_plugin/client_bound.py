@@ -9,7 +9,7 @@ client (no ``routing_key``: the edge does not name clients) are not bounded here
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection
 from functools import cache
 from typing import Any
 
@@ -24,10 +24,11 @@ def queued_limit() -> int:
     return config_from_env().client_max_queued
 
 
-def refusal(waiting: Iterable[Any], req: Any, limit: int) -> str | None:
-    """Why ``req`` may not join ``waiting`` (its client already has ``limit`` there), or None."""
+def refusal(waiting: Collection[Any], req: Any, limit: int) -> str | None:
+    """Why ``req`` may not join ``waiting`` (its client already has ``limit`` there), or None.
+    The client's requests are counted only when the whole queue could hold ``limit`` of them."""
     client = getattr(req, "routing_key", None)
-    if limit <= 0 or not client or getattr(req, "is_retracted", False):
+    if limit <= 0 or len(waiting) < limit or not client or getattr(req, "is_retracted", False):
         return None
     held = sum(1 for other in waiting if getattr(other, "routing_key", None) == client)
     if held < limit:
