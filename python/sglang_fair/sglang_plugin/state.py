@@ -56,8 +56,10 @@ class ReqAdapter:
         self.rid: Hashable = req.rid
         self.client: str = client_of(req)
         self.input_len: int = len(req.origin_input_ids)
-        self.arrival, self.status = arrival, WAITING
-        self.out_seen, self.admitted = len(req.output_ids), False
+        self.arrival = arrival
+        self.status = WAITING
+        self.out_seen = len(req.output_ids)
+        self.admitted = False
 
     @property
     def cached_len(self) -> int:
