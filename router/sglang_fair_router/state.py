@@ -102,11 +102,15 @@ class RouterState:
         worker = self.policy.route(msg)
         if self.last_seen[worker] is None:
             self.last_seen[worker] = now  # its silence counts from now on
-        self.inflight[msg.rid] = InFlight(worker, msg.client, now)
-        self.client_inflight[msg.client] += 1
-        self._touch(msg.client, now)
+        self._enter(msg.rid, worker, msg.client, now)
         self.counts["dispatched"] += 1
         return worker
+
+    def _enter(self, rid: str, worker: int, client: str, now: float) -> None:
+        """``rid`` of ``client`` is in flight on ``worker`` (the twin of :meth:`_leave`)."""
+        self.inflight[rid] = InFlight(worker, client, now)
+        self.client_inflight[client] += 1
+        self._touch(client, now)
 
     def _leave(self, rid: str, output_tokens: int = 0, finished: bool = True) -> InFlight:
         """``rid`` is no longer in flight: its queue slot is freed (``finished``: and charged)."""
@@ -191,10 +195,8 @@ class RouterState:
         for rid, client in zip(msg.rids, msg.clients, strict=True):
             if rid in self.inflight:
                 continue
-            self.inflight[rid] = InFlight(msg.worker, client, now)
-            self.policy.queue[msg.worker] += 1
-            self.client_inflight[client] += 1
-            self._touch(client, now)
+            self.policy.queue[msg.worker] += 1  # what route() counts for a dispatch
+            self._enter(rid, msg.worker, client, now)
             self.counts["resynced"] += 1
 
     def _reconcile(self, worker: int, before: float, reported: int) -> None:
