@@ -115,8 +115,6 @@ def find_capacity(measure: Callable[[float], float], search: CapacitySearch = Ca
         else:
             hi = rate
             rate /= 2.0
-        if lo and hi:
-            break
     require(hi > 0, f"still stable at rate {lo:g} after {len(trials)} runs: raise CapacitySearch.start")
     while len(trials) < search.max_runs and (lo == 0.0 or hi / lo - 1 > search.precision):
         mid = (lo * hi) ** 0.5 if lo else hi / 2
