@@ -9,10 +9,10 @@ from sglang_fair.metrics.stats import (
     percentile,
 )
 from sglang_fair.metrics.steady import MetricsConfig, latency_window, metrics_window
-from sglang_fair.metrics.summary import RunResult, summarize
+from sglang_fair.metrics.summary import RunResult, summarize, summarize_windows
 
 __all__ = [
     "MetricsConfig", "ProgramRecord", "RequestRecord", "RunResult", "ServiceLedger", "all_active_interval",
     "backlog_intervals", "jain_index", "latency_window", "max_backlogged_diff", "metrics_window",
-    "percentile", "summarize",
+    "percentile", "summarize", "summarize_windows",
 ]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglang_fair.metrics import steady
 from sglang_fair.metrics.ledger import ProgramRecord, RequestRecord, ServiceLedger
 from sglang_fair.metrics.stats import (
     all_active_interval,
@@ -102,6 +103,12 @@ def summarize(result: RunResult, window: tuple[float, float] | None = None,
         out["latency_arrivals_s"] = [round(x, 3) for x in (lat_window or window)]
         out["latency_censored"] = sum(1 for p in programs if not p.misbehaving and _unfinished(p))
     return out
+
+
+def summarize_windows(result: RunResult, metrics: steady.MetricsConfig, duration: float) -> dict[str, Any]:
+    """:func:`summarize` over the windows ``metrics`` names for a run whose arrivals last ``duration`` s."""
+    window = steady.metrics_window(metrics, duration, result.end_time)
+    return summarize(result, window, steady.latency_window(metrics, window))
 
 
 def _bounds(width: float, window: tuple[float, float] | None, end: float) -> tuple[float, float, float]:

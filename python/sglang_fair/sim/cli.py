@@ -23,7 +23,7 @@ from sglang_fair.batching import BATCHING_POLICIES, BatchingConfig
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
-from sglang_fair.metrics import MetricsConfig, RunResult, latency_window, metrics_window, summarize
+from sglang_fair.metrics import MetricsConfig, RunResult, summarize_windows
 from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.report import (
@@ -96,8 +96,7 @@ def run_pairs(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: Engin
         sim = Simulator(cfg, engine, programs, cost, horizon=workload.duration, admission=admission,
                         routing=routing, batching=batching, slo=slo)
         res = sim.run(stderr_progress(workload.duration) if progress else None)
-        window = metrics_window(metrics, workload.duration, res.end_time)
-        summaries[f"{router}:{policy}"] = summarize(res, window, latency_window(metrics, window))
+        summaries[f"{router}:{policy}"] = summarize_windows(res, metrics, workload.duration)
         if sim.slo is not None:
             summaries[f"{router}:{policy}"]["slo"] = sim.slo.summary(max(workload.duration, 1e-9))
         results[f"{router}:{policy}"] = res

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from sglang_fair.admission import AdmissionConfig
-from sglang_fair.metrics import MetricsConfig, latency_window, metrics_window, summarize
+from sglang_fair.metrics import MetricsConfig, summarize_windows
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.capacity import CapacitySearch, backlog_growth, find_capacity
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
@@ -127,9 +127,7 @@ def run_point(point: Point, capacity: float, proto: Protocol, seed: int, series:
     t0 = time.process_time()
     rate = LOADS[point.load] * capacity
     res = simulate(point, rate, proto.duration, seed)
-    metrics = proto.metrics()
-    window = metrics_window(metrics, proto.duration, res.end_time)
-    summary = summarize(res, window, latency_window(metrics, window))
+    summary = summarize_windows(res, proto.metrics(), proto.duration)
     row: dict[str, Any] = {**asdict(point), "key": point.key(), "seed": seed, "rate": round(rate, 5),
                            "scheduler": point.scheduler}
     row.update({k: summary.get(k) for k in KEYS})
