@@ -105,17 +105,26 @@ def children(server: Any, needle: str) -> list[Any]:
     return [p for p in psutil.Process(server.pid).children(recursive=True) if needle in " ".join(p.cmdline())]
 
 
+def load_in_threads(url: str, clients: list[str], seed: int, prompt_words: int, max_tokens: int
+                    ) -> tuple[list[Outcome], list[threading.Thread]]:
+    """One request per entry of ``clients`` (its X-Client-Id), each in its own thread, started now."""
+    outcomes = [Outcome(sent=0.0) for _ in clients]
+
+    def send(i: int) -> None:
+        outcomes[i] = generate(url, {"X-Client-Id": clients[i]}, words(seed + i, prompt_words), max_tokens,
+                               timeout=120)
+
+    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(len(clients))]
+    for t in threads:
+        t.start()
+    return outcomes, threads
+
+
 def test_a_killed_router_is_restarted_and_learns_what_the_workers_hold(d2lpm: dict[str, Any]) -> None:
     """Killed with long requests running: the restarted router asks the workers (Hello) and counts
     what they name (Holding) in flight again, so a later worker death would fail them."""
-    url, running = d2lpm["url"], [Outcome(sent=0.0) for _ in range(2)]
-
-    def send(i: int) -> None:
-        running[i] = generate(url, {"X-Client-Id": f"long-{i}"}, words(80_000 + i, 50), 1500, timeout=120)
-
-    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(len(running))]
-    for t in threads:
-        t.start()
+    url = d2lpm["url"]
+    running, threads = load_in_threads(url, ["long-0", "long-1"], 80_000, 50, 1500)
     time.sleep(1.0)
     (router,) = children(d2lpm["server"], "sglang_fair.cli router")
     router.send_signal(signal.SIGKILL)
@@ -138,14 +147,7 @@ def test_a_killed_router_is_restarted_and_learns_what_the_workers_hold(d2lpm: di
 def test_a_stopped_worker_fails_its_requests_within_the_heartbeat_timeout(d2lpm: dict[str, Any]) -> None:
     """SIGSTOP a real scheduler mid-load: its heartbeats stop with it, so after 3 s of silence its
     requests fail with 503 (none hangs, none is lost); SIGCONT brings it back, empty."""
-    url, outcomes = d2lpm["url"], [Outcome(sent=0.0) for _ in range(8)]
-
-    def send(i: int) -> None:
-        outcomes[i] = generate(url, {"X-Client-Id": f"s{i % 4}"}, words(40_000 + i, 200), 400, timeout=120)
-
-    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(len(outcomes))]
-    for t in threads:
-        t.start()
+    outcomes, threads = load_in_threads(d2lpm["url"], [f"s{i % 4}" for i in range(8)], 40_000, 200, 400)
     time.sleep(1.0)
     (scheduler,) = children(d2lpm["server"], "scheduler_DP1")
     stopped = time.monotonic()
@@ -169,14 +171,8 @@ def test_a_stopped_worker_fails_its_requests_within_the_heartbeat_timeout(d2lpm:
 
 
 def test_killing_a_worker_mid_run_fails_its_requests_and_serving_goes_on(d2lpm: dict[str, Any]) -> None:
-    url, outcomes = d2lpm["url"], [Outcome(sent=0.0) for _ in range(24)]
-
-    def send(i: int) -> None:
-        outcomes[i] = generate(url, {"X-Client-Id": f"k{i % 4}"}, words(50_000 + i, 200), 64, timeout=120)
-
-    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(len(outcomes))]
-    for t in threads:
-        t.start()
+    url = d2lpm["url"]
+    outcomes, threads = load_in_threads(url, [f"k{i % 4}" for i in range(24)], 50_000, 200, 64)
     time.sleep(1.0)
     (scheduler,) = children(d2lpm["server"], "scheduler_DP1")
     scheduler.send_signal(signal.SIGKILL)
