@@ -118,20 +118,24 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=0.15)
     ap.add_argument("--duration", type=float, default=20.0)
     ap.add_argument("--depth", type=int, default=2)
+    ap.add_argument("--documents", type=int, default=200, help="qa: distinct documents")
+    ap.add_argument("--context", type=int, default=8192,
+                    help="the tiny model's context length (qa's documents need 65536)")
     ap.add_argument("--grace", type=float, default=150.0)
     ap.add_argument("--text", action="store_true", help="send text prompts instead of token ids")
     ap.add_argument("--share-until", type=float, default=30.0, help="service shares over [0, this] s")
     ap.add_argument("--table-only", action="store_true", help="rewrite table.md from OUT_DIR/runs.json")
     args = ap.parse_args()
     workload = WorkloadConfig(workload=args.workload, scenario="s1", clients=args.clients, rate=args.rate,
-                              duration=args.duration, depth=args.depth)
+                              duration=args.duration, depth=args.depth, documents=args.documents)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.table_only:
         (args.out / "table.md").write_text(tables(json.loads((args.out / "runs.json").read_text()),
                                                   args.share_until))
         return 0
     model = Path(tempfile.mkdtemp(prefix="fidelity-model-"))
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(model)], check=True)
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(model),
+                    "--context", str(args.context)], check=True)
     path = args.out / "runs.json"
     runs: dict[str, dict[str, dict[str, Any]]] = json.loads(path.read_text()) if path.exists() else {}
     for policy in args.policies.split(","):

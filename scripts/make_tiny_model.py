@@ -54,8 +54,8 @@ def build_tokenizer(out: Path, seed: int) -> int:
     return len(fast)
 
 
-def build_model(out: Path, vocab_size: int, seed: int) -> None:
-    """Save a random-weight float32 Llama with ``vocab_size`` tokens."""
+def build_model(out: Path, vocab_size: int, seed: int, context: int = 8192) -> None:
+    """Save a random-weight float32 Llama with ``vocab_size`` tokens and a ``context``-token window."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -64,7 +64,7 @@ def build_model(out: Path, vocab_size: int, seed: int) -> None:
     model_cls: Any = LlamaForCausalLM
     config = config_cls(
         vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=context,
         bos_token_id=1, eos_token_id=2, pad_token_id=2, torch_dtype="float32",
     )
     model = model_cls(config).to(torch.float32)
@@ -75,10 +75,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", type=Path)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--context", type=int, default=8192, help="context length (max_position_embeddings)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     vocab = build_tokenizer(args.out, args.seed)
-    build_model(args.out, vocab, args.seed)
+    build_model(args.out, vocab, args.seed, args.context)
     print(f"tiny llama (vocab {vocab}) written to {args.out}")
 
 

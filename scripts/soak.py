@@ -2,11 +2,13 @@
 
     python scripts/soak.py --model DIR [--minutes 10] [--dp-size 2] [--json soak.json]
 
-Starts ``sglang-fair serve`` (``dlpm_light``; with ``--dp-size 2`` the global D²LPM router too), runs
-a flooding client over a shared prefix, two light clients and four clients whose ids change every
-minute (the churn ``--client-ttl`` bounds), one minute at a time, and prints after each minute the
-requests completed, errors, and the resident memory of each process of the server's tree. Build the
-model with ``python scripts/make_tiny_model.py DIR``. Set ``OMP_NUM_THREADS=1`` on a small machine.
+Starts ``sglang-fair serve`` (``--policy``, ``dlpm_light`` by default; with ``--dp-size 2`` the
+global router too, ``--router``, D²LPM by default), runs a flooding client over a shared prefix, two
+light clients and four clients whose ids change every minute (the churn ``--client-ttl`` bounds), one
+minute at a time, and prints after each minute the requests completed, errors, and the resident memory
+of each process of the server's tree (kept per minute in ``--json``: a leak shows as a slope, a filling
+cache as a plateau). Build the model with ``python scripts/make_tiny_model.py DIR``. Set
+``OMP_NUM_THREADS=1`` on a small machine.
 """
 
 from __future__ import annotations
@@ -56,13 +58,15 @@ def memory(proc: subprocess.Popen[bytes]) -> dict[str, float]:
     return out
 
 
-def soak(model: Path, minutes: int, dp_size: int, log: Path, client_ttl: float) -> dict[str, Any]:
-    args = ["--schedule-policy", "dlpm_light", "--max-running-requests", "16", "--max-total-tokens", "60000",
+def soak(model: Path, minutes: int, dp_size: int, log: Path, client_ttl: float, policy: str,
+         router: str) -> dict[str, Any]:
+    args = ["--schedule-policy", policy, "--max-running-requests", "16", "--max-total-tokens", "60000",
             "--client-ttl", str(client_ttl)]
     if dp_size > 1:
-        args += ["--load-balance-method", "d2lpm"]
+        args += ["--load-balance-method", router]
     procs: list[subprocess.Popen[bytes]] = []
-    report: dict[str, Any] = {"minutes": [], "model": str(model), "dp_size": dp_size}
+    report: dict[str, Any] = {"minutes": [], "model": str(model), "dp_size": dp_size, "policy": policy,
+                              "router": router}
     with running_server(model, args, log, dp_size=dp_size, started=procs.append) as url:
         report["memory_start"] = memory(procs[0])
         for minute in range(minutes):
@@ -70,8 +74,12 @@ def soak(model: Path, minutes: int, dp_size: int, log: Path, client_ttl: float) 
             row = {c: {"done": len(r.done()), "errors": sum(1 for o in r.outcomes if o.latency is not None
                                                              and o.status != 200)}
                    for c, r in results.items()}
-            report["minutes"].append(row)
-            print(f"minute {minute + 1}: {json.dumps(row)}", flush=True)
+            report["minutes"].append({"clients": row, "memory": memory(procs[0])})
+            done = sum(r["done"] for r in row.values())
+            errors = sum(r["errors"] for r in row.values())
+            rss = " ".join(f"{v:.0f}" for v in report["minutes"][-1]["memory"].values())
+            print(f"minute {minute + 1}: {done} done, {errors} errors; resident MiB {rss}; {json.dumps(row)}",
+                  flush=True)
         time.sleep(5)  # let the tails drain
         report["memory_end"] = memory(procs[0])
         report["fairness_clients"] = len(get_json(url + "/fairness").get("clients", {}))
@@ -84,10 +92,13 @@ def main() -> None:
     parser.add_argument("--minutes", type=int, default=10)
     parser.add_argument("--dp-size", type=int, default=1)
     parser.add_argument("--client-ttl", type=float, default=600.0, help="the server's --client-ttl")
+    parser.add_argument("--policy", default="dlpm_light", help="the workers' --schedule-policy")
+    parser.add_argument("--router", default="d2lpm", help="--load-balance-method with --dp-size > 1")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--log", type=Path, default=Path("soak-server.log"))
     args = parser.parse_args()
-    report = soak(args.model, args.minutes, args.dp_size, args.log, args.client_ttl)
+    report = soak(args.model, args.minutes, args.dp_size, args.log, args.client_ttl, args.policy,
+                  args.router)
     start, end = report["memory_start"], report["memory_end"]
     for name in sorted(set(start) | set(end)):
         print(f"{name:70s} {start.get(name, '-'):>8} -> {end.get(name, '-'):>8} MiB")
