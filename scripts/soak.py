@@ -7,8 +7,9 @@ global router too, ``--router``, D²LPM by default), runs a flooding client over
 light clients and four clients whose ids change every minute (the churn ``--client-ttl`` bounds), one
 minute at a time, and prints after each minute the requests completed, errors, and the resident memory
 of each process of the server's tree (kept per minute in ``--json``: a leak shows as a slope, a filling
-cache as a plateau). Build the model with ``python scripts/make_tiny_model.py DIR``. Set
-``OMP_NUM_THREADS=1`` on a small machine.
+cache as a plateau). ``--plain-sglang`` runs the same load against SGLang without the plugin, the
+control that tells the plugin's memory from SGLang's. Build the model with ``python
+scripts/make_tiny_model.py DIR``. Set ``OMP_NUM_THREADS=1`` on a small machine.
 """
 
 from __future__ import annotations
@@ -58,16 +59,22 @@ def memory(proc: subprocess.Popen[bytes]) -> dict[str, float]:
     return out
 
 
-def soak(model: Path, minutes: int, dp_size: int, log: Path, client_ttl: float, policy: str,
-         router: str) -> dict[str, Any]:
-    args = ["--schedule-policy", policy, "--max-running-requests", "16", "--max-total-tokens", "60000",
-            "--client-ttl", str(client_ttl)]
+def server_args(policy: str, router: str, dp_size: int, client_ttl: float, plain: bool) -> list[str]:
+    """The server's flags: this project's (``--client-ttl``, the router) or, ``plain``, SGLang's own."""
+    args = ["--schedule-policy", policy, "--max-running-requests", "16", "--max-total-tokens", "60000"]
+    if not plain:
+        args += ["--client-ttl", str(client_ttl)]
     if dp_size > 1:
         args += ["--load-balance-method", router]
+    return args
+
+
+def soak(model: Path, minutes: int, dp_size: int, log: Path, args: list[str], plain: bool) -> dict[str, Any]:
+    module = "sglang.launch_server" if plain else "sglang_fair.launch_server"
     procs: list[subprocess.Popen[bytes]] = []
-    report: dict[str, Any] = {"minutes": [], "model": str(model), "dp_size": dp_size, "policy": policy,
-                              "router": router}
-    with running_server(model, args, log, dp_size=dp_size, started=procs.append) as url:
+    report: dict[str, Any] = {"minutes": [], "model": str(model), "dp_size": dp_size, "server": module,
+                              "args": args}
+    with running_server(model, args, log, dp_size=dp_size, started=procs.append, module=module) as url:
         report["memory_start"] = memory(procs[0])
         for minute in range(minutes):
             results, _ = run_load(url, clients(minute), 60.0)
@@ -82,7 +89,7 @@ def soak(model: Path, minutes: int, dp_size: int, log: Path, client_ttl: float, 
                   flush=True)
         time.sleep(5)  # let the tails drain
         report["memory_end"] = memory(procs[0])
-        report["fairness_clients"] = len(get_json(url + "/fairness").get("clients", {}))
+        report["fairness_clients"] = None if plain else len(get_json(url + "/fairness").get("clients", {}))
     return report
 
 
@@ -94,15 +101,19 @@ def main() -> None:
     parser.add_argument("--client-ttl", type=float, default=600.0, help="the server's --client-ttl")
     parser.add_argument("--policy", default="dlpm_light", help="the workers' --schedule-policy")
     parser.add_argument("--router", default="d2lpm", help="--load-balance-method with --dp-size > 1")
+    parser.add_argument("--plain-sglang", action="store_true",
+                        help="SGLang's own launcher, without this project's plugin (a control; SGLang's "
+                             "--schedule-policy and --load-balance-method, e.g. lpm and round_robin)")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--log", type=Path, default=Path("soak-server.log"))
     args = parser.parse_args()
-    report = soak(args.model, args.minutes, args.dp_size, args.log, args.client_ttl, args.policy,
-                  args.router)
+    flags = server_args(args.policy, args.router, args.dp_size, args.client_ttl, args.plain_sglang)
+    report = soak(args.model, args.minutes, args.dp_size, args.log, flags, args.plain_sglang)
     start, end = report["memory_start"], report["memory_end"]
     for name in sorted(set(start) | set(end)):
         print(f"{name:70s} {start.get(name, '-'):>8} -> {end.get(name, '-'):>8} MiB")
-    print(f"clients at /fairness at the end: {report['fairness_clients']}")
+    if report["fairness_clients"] is not None:
+        print(f"clients at /fairness at the end: {report['fairness_clients']}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
 

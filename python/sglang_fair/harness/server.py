@@ -66,13 +66,15 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
 def running_server(
     model: Path, args: Sequence[str], log: Path, timeout: float = 240.0, dp_size: int = 1,
     started: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    module: str = "sglang_fair.launch_server",
 ) -> Iterator[str]:
-    """Run ``python -m sglang_fair.launch_server`` with ``args``; yield its base URL.
+    """Run ``python -m MODULE`` (this project's launcher, or ``sglang.launch_server`` for SGLang
+    without the plugin) with ``args``; yield its base URL.
 
     With ``dp_size`` > 1 the workers get one core each (``SGLANG_CPU_OMP_THREADS_BIND``; without
     it SGLang's CPU engine asserts one NUMA node per rank)."""
     port = free_port()
-    cmd = [sys.executable, "-m", "sglang_fair.launch_server", "--model-path", str(model),
+    cmd = [sys.executable, "-m", module, "--model-path", str(model),
            *CPU_FLAGS, "--port", str(port), *args]
     if dp_size > 1:
         cmd += ["--dp-size", str(dp_size)]
