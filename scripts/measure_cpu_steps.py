@@ -23,8 +23,24 @@ import random
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 
 import aiohttp
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The shapes measured: decode of each batch size at each prompt length, prefill of each new
+    length after each cached prefix."""
+
+    batches: tuple[int, ...]
+    lengths: tuple[int, ...]
+    cached: tuple[int, ...]
+    new: tuple[int, ...]
+
+
+GRIDS = {"short": Grid((1, 2, 4, 8, 16, 32), (32, 256, 1024), (0, 512, 2048), (16, 64, 256, 1024, 2048)),
+         "long": Grid((1, 2, 4), (4096, 12288), (0, 8192), (1024, 8192))}  # fits a 60,000-token pool
 
 
 async def stream(session: aiohttp.ClientSession, url: str, ids: list[int],
@@ -78,19 +94,23 @@ async def main() -> int:
     ap.add_argument("--url", required=True)
     ap.add_argument("--vocab", type=int, required=True, help="token ids are drawn from [3, vocab)")
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--grid", choices=sorted(GRIDS), default="short",
+                    help="short: the shapes of the ToT/judge runs; long: prompts of 4-12K tokens (qa's "
+                         "documents; needs a model whose context holds them)")
     args = ap.parse_args()
+    grid = GRIDS[args.grid]
     rng = random.Random(0)
     print("requests,new_tokens,context_tokens,attention_pairs,seconds,prefill")
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300)) as s:
         await stream(s, args.url, ids(rng, 16, args.vocab), 4)  # warm up
         for _ in range(args.repeat):
-            for b in (1, 2, 4, 8, 16, 32):
-                for length in (32, 256, 1024):
+            for b in grid.batches:
+                for length in grid.lengths:
                     row = await decode(s, args.url, rng, args.vocab, b, length)
                     if row:
                         print(row, flush=True)
-            for cached in (0, 512, 2048):
-                for new in (16, 64, 256, 1024, 2048):
+            for cached in grid.cached:
+                for new in grid.new:
                     print(await prefill(s, args.url, rng, args.vocab, cached, new), flush=True)
     print("done", file=sys.stderr)
     return 0
