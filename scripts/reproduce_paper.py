@@ -33,6 +33,7 @@ from sglang_fair.sim.protocol import Point, Protocol, measure_capacity, run_poin
 from sglang_fair.workloads import DEFAULT_RATE_PER_WORKER  # noqa: E402
 
 A10 = "a10-llama3b"
+A10_8B = "a10-llama8b"  # Fig. 1's A10 with the 8B model: a 15,716-token pool, so requests wait for memory
 PAIRS = [("round_robin", "lpm"), ("preble", "preble"), ("client_rr", "vtc"), ("d2lpm", "dlpm"),
          ("d2lpm_guarded", "dlpm")]  # Preble: E2 routing + its priority wait queue (docs/simulator.md)
 SERIES_FIGS = ("fig8", "fig9", "fig12")
@@ -50,6 +51,8 @@ def experiments(a: argparse.Namespace) -> dict[str, list[Point]]:
     figs: dict[str, list[Point]] = {
         "fig1": [replace(tot1, policy="lpm"), replace(tot1, policy="vtc")]
         + [replace(tot1, policy="dlpm", q_u=q) for q in a.qus],
+        "fig1mem": [replace(tot1, preset=A10_8B, policy="lpm"), replace(tot1, preset=A10_8B, policy="vtc")]
+        + [replace(tot1, preset=A10_8B, policy="dlpm", q_u=q) for q in a.qus],
         "fig12": [Point("mix", dp=1, preset=A10, policy=p, load=ld)
                   for ld in ("near", "above") for p in ("lpm", "vtc", "dlpm")],
         "fig8": [Point("arena", dp=2, preset=A10, router=r, policy=p) for r, p in _pairs(2)],
@@ -71,7 +74,7 @@ def experiments(a: argparse.Namespace) -> dict[str, list[Point]]:
 def _start(point: Point) -> float:
     if point.workload == "arena":
         return 5.0  # time scale: 12.5 conversations/s
-    per_worker = DEFAULT_RATE_PER_WORKER[point.workload] * (0.1 if point.preset == A10 else 0.2)
+    per_worker = DEFAULT_RATE_PER_WORKER[point.workload] * (0.1 if point.preset in (A10, A10_8B) else 0.2)
     return per_worker * point.dp / (2.0 if point.scenario == "s1" else 1.0)
 
 
@@ -141,7 +144,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--only", default="fig1,fig12,fig8,fig7,fig10,fig9,fig11,loads")
+    p.add_argument("--only", default="fig1,fig1mem,fig12,fig8,fig7,fig10,fig9,fig11,loads")
     p.add_argument("--duration", type=float, default=600.0, help="seconds of sustained arrivals per run")
     p.add_argument("--warmup", type=float, default=120.0, help="seconds left out at the start")
     p.add_argument("--cooldown", type=float, default=120.0,

@@ -45,3 +45,24 @@ def test_render_writes_figures_and_generated_section(tmp_path: Path) -> None:
     assert "**0.3**" in text  # the capacity table
     assert (tmp_path / "img" / "fig1.png").stat().st_size > 1000
     assert (tmp_path / "img" / "fig7.png").stat().st_size > 1000
+
+
+def test_render_shows_the_queue_figures_of_fig1mem_only(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from dataclasses import asdict
+
+    from sglang_fair.sim.paper_plots import BEGIN, END, render
+    from sglang_fair.sim.protocol import KEYS, Point
+
+    pts = {"fig1": [Point("tot", "s1", preset="a10-llama3b", policy="vtc")],
+           "fig1mem": [Point("tot", "s1", preset="a10-llama8b", policy="vtc")]}
+    runs = [{**asdict(p), "key": p.key(), "seed": s, "rate": 0.5, "scheduler": p.scheduler,
+             **{k: 1.0 for k in KEYS}, "mean_wait_s": 20.0 + s, "mean_decode_batch": 7.0}
+            for ps in pts.values() for p in ps for s in (0, 1, 2)]
+    (tmp_path / "results.md").write_text(f"{BEGIN}\n{END}\n")
+    render({"runs": runs, "figures": {k: [p.key() for p in ps] for k, ps in pts.items()}}, tmp_path)
+    text = (tmp_path / "results.md").read_text()
+    fig1, fig1mem = text.split("### Fig. 1 under memory pressure")
+    assert "mean_wait_s" not in fig1 and "mean_wait_s | mean_decode_batch" in fig1mem
+    assert "21.0 [20.0-22.0] | 7.0 [7.0-7.0]" in fig1mem
+    assert (tmp_path / "img" / "fig1mem.png").stat().st_size > 1000

@@ -100,3 +100,20 @@ def test_sglang_defaults_follow_its_rules() -> None:
     assert sglang_max_running("cpu-tiny-llama", 1000) == 500  # at most half the pool
     fitted, kv = preset("cpu-tiny-llama")
     assert kv == 60000 and fitted.per_prefix_token > 0
+
+
+def test_gpu_preset_pools_follow_the_public_figure_rule() -> None:
+    from sglang_fair.sim.steptime import sglang_chunk_size, sglang_max_running
+
+    # (0.88 x memory - 2 B x params - 3 GB) // KV bytes per token; pinned so a changed rule fails
+    assert (24e9 * 0.88 - 2 * 8.03e9 - 3e9) // (32 * 8 * 128 * 2 * 2) == 15_716
+    pools = {name: preset(name)[1] for name in ("a100-llama8b", "h100-llama8b", "a10-llama3b", "a10-llama8b")}
+    assert pools == {"a100-llama8b": 391_693, "h100-llama8b": 391_693, "a10-llama3b": 102_015,
+                     "a10-llama8b": 15_716}
+    small, _ = preset("a10-llama8b")
+    big, _ = preset("a10-llama3b")
+    decode = StepShape(requests=16, new_tokens=16, context_tokens=16 * 800)
+    assert small.step_time(decode) > big.step_time(decode)  # 2.5x the weights read per step
+    assert 0.03 < small.step_time(decode) < 0.06
+    assert sglang_chunk_size("a10-llama8b") == 4096
+    assert sglang_max_running("a10-llama8b", 15_716) == 2048  # the cap is not what binds: the pool is

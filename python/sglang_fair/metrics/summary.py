@@ -30,6 +30,7 @@ class RunResult:
     weights: Mapping[str, float] = field(default_factory=dict)
     wall_s: float = 0.0
     steps: int = 0
+    decode_plans: list[tuple[float, int, int]] = field(default_factory=list)  # (start, batch, steps)
 
 
 def _num(x: float) -> float | None:

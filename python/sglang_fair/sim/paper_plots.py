@@ -137,12 +137,16 @@ def table(pts: list[dict[str, Any]], cols: list[str], metrics: list[str]) -> str
 
 METRICS = ["throughput", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s", "cache_hit_rate",
            "latency_censored"]
-COLS = {"fig1": ["scheduler", "q_u", "rate"], "fig7": ["workload", "scenario", "dp", "scheduler", "rate"],
+QUEUE_METRICS = ["mean_wait_s", "mean_decode_batch", "retractions"]  # fig1mem: did a queue form?
+COLS = {"fig1": ["scheduler", "q_u", "rate"], "fig1mem": ["scheduler", "q_u", "rate"],
+        "fig7": ["workload", "scenario", "dp", "scheduler", "rate"],
         "fig8": ["scheduler", "rate"], "fig9": ["scheduler", "rate"],
         "fig10": ["scenario", "scheduler", "q_w"],
         "fig11": ["clients", "scheduler", "rate"], "fig12": ["load", "scheduler", "rate"],
         "loads": ["workload", "load", "scheduler", "rate"]}
-TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1, above capacity", "fig7": "Fig. 7: A100 + 8B, above capacity",
+TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1, above capacity",
+          "fig1mem": "Fig. 1 under memory pressure: one A10 + 8B (15,716-token pool), ToT S1, above capacity",
+          "fig7": "Fig. 7: A100 + 8B, above capacity",
           "fig8": "Fig. 8: Chatbot Arena multi-turn, D=2, A10 + 3B, above capacity",
           "fig9": "Fig. 9: ToT S2 (c0: 10x longer question), 3 branches, D=4, A10 + 3B, above capacity",
           "fig10": "Fig. 10: Q^w at D=4, ToT, above capacity (a: S1, b: no misbehaving client)",
@@ -173,7 +177,7 @@ def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path:
     else:
         wide = name == "fig10"
         fig, axes = plt.subplots(1, 2 if wide else 1, figsize=(10 if wide else 5.5, 3.8), squeeze=False)
-        if name == "fig1":
+        if name in ("fig1", "fig1mem"):
             fig1(pts, axes[0][0])
         elif name == "fig10":
             for ax, sc in zip(axes[0], ("s1", "none"), strict=True):
@@ -220,7 +224,8 @@ def render(results: dict[str, Any], out: Path) -> None:
         missing = len(keys) - len(pts)
         parts.append(f"### {TITLES[name]}\n\n![{name}](img/{name}.png)\n\n"
                      + (f"({missing} of {len(keys)} points not run.)\n\n" if missing else "")
-                     + table(pts, COLS[name], METRICS) + "\n")
+                     + table(pts, COLS[name], METRICS + (QUEUE_METRICS if name == "fig1mem" else []))
+                     + "\n")
     doc = out / "results.md"
     text = doc.read_text() if doc.exists() else f"# Results\n\n{BEGIN}\n{END}\n"
     if BEGIN not in text:

@@ -21,12 +21,14 @@ from sglang_fair.metrics import MetricsConfig, summarize_windows
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.capacity import CapacitySearch, backlog_growth, find_capacity
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.queueing import mean_decode_batch, mean_wait
 from sglang_fair.sim.simulator import Simulator
 from sglang_fair.workloads import WorkloadConfig, make_workload
 
 LOADS = {"below": 0.7, "near": 1.0, "above": 1.2}
 KEYS = ("throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
-        "cache_hit_rate", "max_backlogged_service_diff", "retractions", "latency_censored")
+        "cache_hit_rate", "max_backlogged_service_diff", "retractions", "latency_censored",
+        "mean_wait_s", "mean_decode_batch")
 REFERENCE = ("round_robin", "lpm")  # the scheduler whose capacity names the loads (SGLang's default)
 SERIES_BIN_S = 20.0
 
@@ -131,12 +133,22 @@ def run_point(point: Point, capacity: float, proto: Protocol, seed: int, series:
     row: dict[str, Any] = {**asdict(point), "key": point.key(), "seed": seed, "rate": round(rate, 5),
                            "scheduler": point.scheduler}
     row.update({k: summary.get(k) for k in KEYS})
+    row.update(queue_figures(res, proto))
     row["clients_detail"] = {c: {k: v[k] for k in ("service", "actual_service", "p50_s", "p99_s")}
                              for c, v in summary["clients"].items()}
     if series:
         row["series"] = _series(res)
     row["cpu_s"] = round(time.process_time() - t0, 2)
     return row
+
+
+def queue_figures(res: Any, proto: Protocol) -> dict[str, float | None]:
+    """Mean wait for admission of the calls dispatched in the latency window (unadmitted ones until
+    the end) and mean decode batch over the metrics window (:mod:`sglang_fair.sim.queueing`)."""
+    wait = mean_wait(res.requests, proto.warmup, proto.duration - proto.cooldown, res.end_time)
+    batch = mean_decode_batch(res.decode_plans, proto.warmup, proto.duration)
+    return {"mean_wait_s": None if wait is None else round(wait, 3),
+            "mean_decode_batch": None if batch is None else round(batch, 2)}
 
 
 def _series(res: Any) -> dict[str, dict[str, list[float | None]]]:

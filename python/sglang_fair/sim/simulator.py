@@ -99,6 +99,7 @@ class Simulator:
         self._completing: EngineWorker | None = None
         self._version = [0] * cluster.dp  # of each worker's pending step-end event
         self._started = [0.0] * cluster.dp  # start of each worker's current plan
+        self.decode_plans: list[tuple[float, int, int]] = []  # (start, requests decoding, steps)
         self._packed: tuple[object, bytes] = (None, b"")  # the last prompt routed, packed for the router
 
     # ---- event queue ----------------------------------------------------------------------------
@@ -133,7 +134,7 @@ class Simulator:
                 progress(t, self.done_programs, total)
         return RunResult(self.requests, self.records, self.ledger, self.end, len(self.workers),
                          dict(self.cost.client_weights), time.perf_counter() - wall0,
-                         sum(w.steps for w in self.workers))
+                         sum(w.steps for w in self.workers), self.decode_plans)
 
     # ---- programs and requests -------------------------------------------------------------------
     def _arrive(self, program: Program) -> None:
@@ -185,6 +186,8 @@ class Simulator:
                 rec = self.requests[req.rid]
                 if rec.admitted < 0:
                     rec.admitted, rec.cached_len = self._started[worker.index], req.cached_len
+        if plan.decoding:
+            self.decode_plans.append((self._started[worker.index], plan.decoding, plan.steps))
         if self.slo is not None:
             self.slo.on_step(plan, worker.running, self._started[worker.index])
         out = worker.complete_step()
