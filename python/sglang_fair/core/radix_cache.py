@@ -55,7 +55,8 @@ class CacheListener(Protocol):
     """Told of the changes of a :class:`LocalRadixCache` that can change a prefix match."""
 
     def on_insert(self, tokens: list[int], cached: int, node: CacheNode) -> None:
-        """``tokens[cached:]`` was added below ``node``, which ends at ``tokens[:cached]``."""
+        """``tokens[cached:]`` was added below ``node``, where ``tokens[:cached]`` ends (``tokens``
+        may start below the root: :meth:`LocalRadixCache.insert_below`)."""
 
     def on_evict(self, node: CacheNode) -> None:
         """``node`` (a leaf) left the tree."""
@@ -88,7 +89,10 @@ class LocalRadixCache:
     def match_prefix(self, tokens: Sequence[int]) -> tuple[int, CacheNode]:
         """Longest cached prefix of ``tokens``: its length and the node that ends exactly there."""
         tokens = as_token_list(tokens)
-        node, pos, now = self.root, 0, next(self._clock)
+        return self._match_from(self.root, tokens, 0, next(self._clock))
+
+    def _match_from(self, node: CacheNode, tokens: list[int], pos: int, now: int) -> tuple[int, CacheNode]:
+        """:meth:`match_prefix` of ``tokens`` from ``node``, which ends at ``tokens[:pos]``."""
         n = len(tokens)
         while pos < n:
             child = node.children.get(tokens[pos])
@@ -113,12 +117,29 @@ class LocalRadixCache:
         releases its reservation afterwards, so the pool never overflows here.
         """
         tokens = as_token_list(tokens)
-        matched, node = self.match_prefix(tokens)
+        return self._add(tokens, *self.match_prefix(tokens))
+
+    def insert_below(self, node: CacheNode, tokens: Sequence[int]) -> tuple[int, CacheNode]:
+        """:meth:`insert` of the path root..``node`` followed by ``tokens``, without comparing the
+        path again: ``node`` must be locked (so it is still in the tree and ends where it did). The
+        path is touched as a match from the root would touch it, so recency is the same."""
+        require(node.ref > 0, "insert_below needs a locked node")
+        now = next(self._clock)
+        cur = node
+        while cur is not self.root:
+            cur.last_access = now
+            cur = cur.parent  # type: ignore[assignment]
+        tokens = as_token_list(tokens)
+        matched, end = self._match_from(node, tokens, 0, now)
+        return self._add(tokens, matched, end)
+
+    def _add(self, tokens: list[int], matched: int, node: CacheNode) -> tuple[int, CacheNode]:
+        """Hang ``tokens[matched:]`` below ``node`` (which ends where ``tokens[:matched]`` does)."""
         if matched == len(tokens):
             return 0, node
         if self.listener is not None:
             self.listener.on_insert(tokens, matched, node)
-        leaf = CacheNode(list(tokens[matched:]), node, len(tokens))
+        leaf = CacheNode(tokens[matched:], node, node.depth + len(tokens) - matched)
         leaf.last_access = next(self._clock)
         node.children[leaf.key[0]] = leaf
         self._push_lru(leaf)

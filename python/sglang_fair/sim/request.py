@@ -52,3 +52,8 @@ class EngineRequest:
 
     def full_sequence(self) -> list[int]:
         return self.tokens[: self.prompt_len] + self.output_ids[: self.generated]
+
+    def output_past_prompt(self) -> list[int]:
+        """``full_sequence()[input_len:]``: the output generated beyond ``tokens`` (which holds the
+        output of earlier runs after a retraction), without copying the prompt."""
+        return self.output_ids[len(self.tokens) - self.prompt_len : self.generated]

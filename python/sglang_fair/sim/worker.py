@@ -287,9 +287,9 @@ class EngineWorker:
 
     def prefill_done(self, req: EngineRequest, out: StepOutcome) -> None:
         """``req``'s prefill completed: its prompt enters the cache, its first token is out."""
-        node = self.cache.insert(req.tokens)[1]  # the prompt is shared while the request runs
+        assert req.node is not None  # the reused prefix, locked at admission
+        node = self.cache.insert_below(req.node, req.tokens[req.node.depth:])[1]  # shared while it runs
         self.cache.lock(node)
-        assert req.node is not None
         self.cache.unlock(req.node)
         self.cache.release(req.extend_reserved)
         req.node, req.extend_reserved = node, 0
@@ -324,8 +324,8 @@ class EngineWorker:
             out.finished.append(req)
 
     def _finish(self, req: EngineRequest) -> None:
-        self.cache.insert(req.full_sequence())
-        assert req.node is not None
+        assert req.node is not None  # its prompt, locked since its prefill
+        self.cache.insert_below(req.node, req.output_past_prompt())
         self.cache.unlock(req.node)
         self.cache.release(req.reserved)
         req.node, req.reserved = None, 0
