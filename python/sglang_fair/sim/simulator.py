@@ -99,7 +99,8 @@ class Simulator:
         self._completing: EngineWorker | None = None
         self._version = [0] * cluster.dp  # of each worker's pending step-end event
         self._started = [0.0] * cluster.dp  # start of each worker's current plan
-        self._packed: tuple[object, bytes] = (None, b"")  # the last prompt routed, packed for the router
+        # the last prompt dispatched: as the workload gives it, as the workers' token list, packed for the router
+        self._prompt: tuple[object, list[int], bytes] = (None, [], b"")
 
     # ---- event queue ----------------------------------------------------------------------------
     def _push(self, t: float, kind: int, data: Any) -> None:
@@ -145,17 +146,17 @@ class Simulator:
     def _dispatch(self, run: ProgramRun, call: int) -> None:
         p = run.program
         shared = run.prompt(call)
-        prompt = list(shared)
+        if self._prompt[0] is not shared:  # siblings share their prompt object and come one after another
+            self._prompt = (shared, list(shared), pack_tokens(shared))
+        _, prompt, packed = self._prompt  # nothing changes a request's tokens in place: siblings share them
         rid = len(self.requests)
         req = EngineRequest(rid=rid, client=p.client, tokens=prompt, output_len=p.calls[call].output_len,
-                            arrival=self.now, output_ids=list(run.output(call)), pid=p.pid, call=call,
+                            arrival=self.now, output_ids=run.output(call), pid=p.pid, call=call,
                             prompt_len=len(prompt), key=shared, slo=p.calls[call].slo)
         self.requests.append(RequestRecord(rid, p.pid, p.client, self.now, len(prompt), req.output_len))
         if self.slo is not None:
             self.slo.on_dispatch(req)
-        if self._packed[0] is not shared:  # siblings share their prompt object and come one after another
-            self._packed = (shared, pack_tokens(shared))
-        worker = self.workers[self.router.route(Routed(rid, p.client, self._packed[1]))]
+        worker = self.workers[self.router.route(Routed(rid, p.client, packed))]
         self.requests[rid].worker = worker.index
         worker.enqueue(req)
         if worker is self._completing:
