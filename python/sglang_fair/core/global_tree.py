@@ -54,18 +54,15 @@ def token_count(tokens: TokenKey) -> int:
 
 
 class GlobalNode:
-    __slots__ = ("children", "key", "last_access", "parent", "workers")
+    __slots__ = ("children", "key", "last_access", "length", "parent", "workers")
 
     def __init__(self, key: bytes, parent: GlobalNode | None, workers: int) -> None:
         self.key = key  # packed tokens of this edge
+        self.length = len(key) // WIDTH  # tokens of this edge (kept: walks read it at every node)
         self.parent = parent
         self.workers = workers  # bit w set: worker w holds root..end of this node
         self.children: dict[bytes, GlobalNode] = {}  # by the first packed token of the child
         self.last_access = 0
-
-    @property
-    def length(self) -> int:
-        return len(self.key) // WIDTH
 
 
 def worker_set(mask: int) -> frozenset[int]:
@@ -239,6 +236,7 @@ class GlobalRadixTree:
         upper = GlobalNode(child.key[: at * WIDTH], parent, child.workers)
         upper.last_access = child.last_access
         child.key = child.key[at * WIDTH :]
+        child.length -= at
         child.parent = upper
         upper.children[child.key[:WIDTH]] = child
         parent.children[upper.key[:WIDTH]] = upper
