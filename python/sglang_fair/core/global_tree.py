@@ -29,7 +29,7 @@ WIDTH = 4  # bytes per packed token id
 def pack_tokens(tokens: TokenKey) -> bytes:
     """Token ids as unsigned 32-bit little-endian bytes (bytes are returned as they are)."""
     if isinstance(tokens, bytes):
-        require(len(tokens) % WIDTH == 0, f"packed tokens must be a multiple of {WIDTH} bytes")
+        require(len(tokens) % WIDTH == 0, "packed tokens must be a multiple of 4 bytes")  # no f-string: a hot path
         return tokens
     try:
         packed = array("I", tokens)
@@ -77,6 +77,8 @@ def worker_set(mask: int) -> frozenset[int]:
 
 def _common(key: bytes, toks: bytes, off: int) -> int:
     """Number of leading tokens ``key`` shares with ``toks[off:]`` (byte offsets, token result)."""
+    if toks.startswith(key, off):  # the common case, the whole edge: compared in place, no slice copied
+        return len(key) // WIDTH
     n = min(len(key), len(toks) - off)
     if key[:n] == toks[off : off + n]:
         return n // WIDTH
