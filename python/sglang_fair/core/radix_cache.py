@@ -119,9 +119,9 @@ class LocalRadixCache:
         tokens = as_token_list(tokens)
         return self._add(tokens, *self.match_prefix(tokens))
 
-    def insert_below(self, node: CacheNode, tokens: Sequence[int]) -> tuple[int, CacheNode]:
-        """:meth:`insert` of the path root..``node`` followed by ``tokens``, without comparing the
-        path again: ``node`` must be locked (so it is still in the tree and ends where it did). The
+    def insert_below(self, node: CacheNode, tokens: Sequence[int], start: int = 0) -> tuple[int, CacheNode]:
+        """:meth:`insert` of the path root..``node`` followed by ``tokens[start:]``, without comparing
+        the path again: ``node`` must be locked (so it is still in the tree and ends where it did). The
         path is touched as a match from the root would touch it, so recency is the same."""
         require(node.ref > 0, "insert_below needs a locked node")
         now = next(self._clock)
@@ -130,7 +130,7 @@ class LocalRadixCache:
             cur.last_access = now
             cur = cur.parent  # type: ignore[assignment]
         tokens = as_token_list(tokens)
-        matched, end = self._match_from(node, tokens, 0, now)
+        matched, end = self._match_from(node, tokens, start, now)
         return self._add(tokens, matched, end)
 
     def _add(self, tokens: list[int], matched: int, node: CacheNode) -> tuple[int, CacheNode]:

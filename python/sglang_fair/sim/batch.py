@@ -3,7 +3,7 @@ step (SGLang's PrefillAdder)."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,18 +29,23 @@ class StepPlan:
         return self.ends[self.steps - 1]
 
 
+def _counts() -> defaultdict[str, int]:
+    return defaultdict(int)
+
+
 @dataclass
 class StepOutcome:
     """What a step did, for the cluster's metrics and the router's feedback."""
 
-    extend: Counter[str] = field(default_factory=Counter)  # prefill tokens computed per client
-    output: Counter[str] = field(default_factory=Counter)  # output tokens per client
+    # per-client counts are defaultdicts, not Counters: a step makes three, and a Counter's constructor is Python
+    extend: defaultdict[str, int] = field(default_factory=_counts)  # prefill tokens computed per client
+    output: defaultdict[str, int] = field(default_factory=_counts)  # output tokens per client
     prefilled: list[EngineRequest] = field(default_factory=list)  # first prefill completions
     finished: list[EngineRequest] = field(default_factory=list)
     retracted: list[EngineRequest] = field(default_factory=list)
     evicted: list[Evicted] = field(default_factory=list)
     step_ends: list[float] = field(default_factory=list)  # decode: end of each step after the start
-    step_output: Counter[str] = field(default_factory=Counter)  # decode: output tokens per step
+    step_output: defaultdict[str, int] = field(default_factory=_counts)  # decode: output tokens per step
 
     def book(self, ledger: ServiceLedger, now: float, worker: int, started: float) -> None:
         """Book the step's work into ``ledger`` at ``now``; several decode steps (planned at

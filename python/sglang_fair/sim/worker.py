@@ -288,7 +288,7 @@ class EngineWorker:
     def prefill_done(self, req: EngineRequest, out: StepOutcome) -> None:
         """``req``'s prefill completed: its prompt enters the cache, its first token is out."""
         assert req.node is not None  # the reused prefix, locked at admission
-        node = self.cache.insert_below(req.node, req.tokens[req.node.depth:])[1]  # shared while it runs
+        node = self.cache.insert_below(req.node, req.tokens, req.node.depth)[1]  # shared while it runs
         self.cache.lock(node)
         self.cache.unlock(req.node)
         self.cache.release(req.extend_reserved)
