@@ -56,10 +56,10 @@ class StepOutcome:
             window = ledger.window
             for k, steps in Counter(int((started + end) / window) for end in self.step_ends).items():
                 for client, n in self.step_output.items():
-                    ledger.book((k + 0.5) * window, client, worker, output_tokens=n * steps)
+                    ledger.book_output((k + 0.5) * window, client, worker, n * steps)
         else:
             for client, n in self.output.items():
-                ledger.book(now, client, worker, output_tokens=n)
+                ledger.book_output(now, client, worker, n)
         for req in self.prefilled:
             ledger.book(now, req.client, worker, requests=1, input_tokens=req.prompt_len,
                         cached_tokens=req.cached_len)
