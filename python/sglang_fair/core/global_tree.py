@@ -29,7 +29,8 @@ WIDTH = 4  # bytes per packed token id
 def pack_tokens(tokens: TokenKey) -> bytes:
     """Token ids as unsigned 32-bit little-endian bytes (bytes are returned as they are)."""
     if isinstance(tokens, bytes):
-        require(len(tokens) % WIDTH == 0, "packed tokens must be a multiple of 4 bytes")  # no f-string: a hot path
+        # a constant message, not an f-string: this runs at every lookup, insert and removal
+        require(len(tokens) % WIDTH == 0, "packed tokens must be a multiple of 4 bytes")
         return tokens
     try:
         packed = array("I", tokens)

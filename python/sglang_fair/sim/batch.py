@@ -37,7 +37,7 @@ def _counts() -> defaultdict[str, int]:
 class StepOutcome:
     """What a step did, for the cluster's metrics and the router's feedback."""
 
-    # per-client counts are defaultdicts, not Counters: a step makes three, and a Counter's constructor is Python
+    # per-client counts: defaultdicts, not Counters (a step makes three; a Counter's constructor is Python)
     extend: defaultdict[str, int] = field(default_factory=_counts)  # prefill tokens computed per client
     output: defaultdict[str, int] = field(default_factory=_counts)  # output tokens per client
     prefilled: list[EngineRequest] = field(default_factory=list)  # first prefill completions

@@ -17,9 +17,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.batching import BatchingConfig, make_batching_policy
@@ -41,10 +41,10 @@ from sglang_fair.workloads import Program, ProgramRun
 Progress = Callable[[float, int, int], None]
 
 
-@dataclass(frozen=True, slots=True)
-class Routed:
+class Routed(NamedTuple):
     """What the router reads of a request: its prompt packed once (the router's tree stores packed
-    tokens, so a list would be packed again at every lookup and insert)."""
+    tokens, so a list would be packed again at every lookup and insert). A named tuple: made once per
+    request, and a frozen dataclass sets each field through ``object.__setattr__``."""
 
     rid: int
     client: str
@@ -99,7 +99,7 @@ class Simulator:
         self._completing: EngineWorker | None = None
         self._version = [0] * cluster.dp  # of each worker's pending step-end event
         self._started = [0.0] * cluster.dp  # start of each worker's current plan
-        # the last prompt dispatched: as the workload gives it, as the workers' token list, packed for the router
+        # the last prompt dispatched: the workload's tuple, the workers' token list, packed for the router
         self._prompt: tuple[object, list[int], bytes] = (None, [], b"")
 
     # ---- event queue ----------------------------------------------------------------------------
