@@ -15,9 +15,8 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import chain
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from sglang_fair.core.errors import require
 from sglang_fair.core.global_tree import pack_tokens, unpack_tokens
@@ -38,10 +37,10 @@ class CacheNode:
         self.packed: bytes | None = None  # ``key`` packed (global_tree.pack_tokens), made on first need
 
 
-@dataclass(frozen=True)
-class Evicted:
+class Evicted(NamedTuple):
     """``tokens[start:]`` left the cache; ``tokens[:start]`` is still cached. The path is kept packed
-    (:func:`~sglang_fair.core.global_tree.pack_tokens`), as the router's tree takes it."""
+    (:func:`~sglang_fair.core.global_tree.pack_tokens`), as the router's tree takes it. A named tuple:
+    one is made per evicted node, and a frozen dataclass sets each field through ``object.__setattr__``."""
 
     packed: bytes
     start: int
