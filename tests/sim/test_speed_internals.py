@@ -13,6 +13,7 @@ from sglang_fair.core.errors import ConfigError
 from sglang_fair.core.global_tree import WIDTH, GlobalRadixTree, _common, pack_tokens, unpack_tokens
 from sglang_fair.core.radix_cache import LocalRadixCache
 from sglang_fair.metrics.ledger import ServiceLedger
+from sglang_fair.sim.batch import steps_per_window
 from sglang_fair.sim.request import EngineRequest
 from sglang_fair.sim.simulator import long_run_collector
 
@@ -144,3 +145,16 @@ def test_output_past_prompt_is_the_full_sequence_past_the_tokens() -> None:
     req.tokens = req.full_sequence()  # a retraction: the output so far becomes input
     req.generated = 4
     assert list(req.output_past_prompt()) == req.full_sequence()[len(req.tokens):] == [12, 13]
+
+
+def test_steps_per_window_counts_each_step_in_the_window_it_ends_in() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        ends = sorted(rng.uniform(0.0, 3.0) for _ in range(rng.randrange(1, 20)))
+        started, window = rng.uniform(0.0, 5.0), rng.choice((0.5, 1.0, 2.0))
+        expect: dict[int, int] = {}
+        for end in ends:
+            k = int((started + end) / window)
+            expect[k] = expect.get(k, 0) + 1
+        got = steps_per_window(ends, started, window)
+        assert got == expect and list(got) == sorted(got)

@@ -54,7 +54,7 @@ class StepOutcome:
             ledger.book(now, client, worker, extend_tokens=n)
         if self.step_ends and ledger.keeps_windows:
             window = ledger.window
-            for k, steps in Counter(int((started + end) / window) for end in self.step_ends).items():
+            for k, steps in steps_per_window(self.step_ends, started, window).items():
                 for client, n in self.step_output.items():
                     ledger.book_output((k + 0.5) * window, client, worker, n * steps)
         else:
@@ -63,6 +63,14 @@ class StepOutcome:
         for req in self.prefilled:
             ledger.book(now, req.client, worker, requests=1, input_tokens=req.prompt_len,
                         cached_tokens=req.cached_len)
+
+
+def steps_per_window(ends: list[float], started: float, window: float) -> dict[int, int]:
+    """How many of the steps ending at ``started + ends`` (ascending) end in each window, by window."""
+    first, last = (int((started + end) / window) for end in (ends[0], ends[-1]))
+    if first == last:  # the usual case; the windows of ascending ends ascend, so all are in this one
+        return {first: len(ends)}
+    return Counter(int((started + end) / window) for end in ends)
 
 
 class BudgetHost(Protocol):
