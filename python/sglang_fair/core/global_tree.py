@@ -20,7 +20,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
-from sglang_fair.core.errors import require
+from sglang_fair.core.errors import ConfigError, require
 
 TokenKey = bytes | Sequence[int]
 WIDTH = 4  # bytes per packed token id
@@ -144,7 +144,8 @@ class GlobalRadixTree:
     def insert(self, tokens: TokenKey, worker: int) -> int:
         """Record that ``worker`` now holds ``tokens`` (and so every prefix of it); return how many
         leading tokens it was already recorded as holding."""
-        require(worker >= 0, f"worker index must be >= 0, got {worker}")
+        if worker < 0:  # not require(): its message would be formatted at every insert
+            raise ConfigError(f"worker index must be >= 0, got {worker}")
         toks, bit, now = pack_tokens(tokens), 1 << worker, next(self._clock)
         node, off, held, holding = self.root, 0, 0, True
         while off < len(toks):
@@ -176,7 +177,8 @@ class GlobalRadixTree:
         """Record that ``worker`` no longer holds ``tokens[start:]`` nor anything extending it."""
         toks, bit = pack_tokens(tokens), 1 << worker
         n = len(toks) // WIDTH
-        require(0 <= start <= n, f"start {start} outside [0, {n}]")
+        if not 0 <= start <= n:  # as in insert
+            raise ConfigError(f"start {start} outside [0, {n}]")
         if start == n:
             return
         node, pos = self.root, 0

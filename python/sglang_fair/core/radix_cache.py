@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import NamedTuple, Protocol
 
-from sglang_fair.core.errors import require
+from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.global_tree import pack_tokens, unpack_tokens
 
 
@@ -182,7 +182,8 @@ class LocalRadixCache:
     # ---- pool -------------------------------------------------------------------------------------
     def alloc(self, n: int) -> bool:
         """Reserve ``n`` pool tokens outside the tree, evicting LRU leaves if needed."""
-        require(n >= 0, f"cannot reserve {n} tokens")
+        if n < 0:  # not require(): its message would be formatted at every call (here and below)
+            raise ConfigError(f"cannot reserve {n} tokens")
         if self.free_tokens < n:
             self.evict(n - self.free_tokens)
         if self.free_tokens < n:
@@ -191,7 +192,8 @@ class LocalRadixCache:
         return True
 
     def release(self, n: int) -> None:
-        require(0 <= n <= self.reserved_tokens, f"release of {n} tokens, {self.reserved_tokens} reserved")
+        if not 0 <= n <= self.reserved_tokens:
+            raise ConfigError(f"release of {n} tokens, {self.reserved_tokens} reserved")
         self.reserved_tokens -= n
 
     def evict(self, n: int) -> list[Evicted]:

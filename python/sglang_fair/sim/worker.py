@@ -44,7 +44,7 @@ import bisect
 
 from sglang_fair.admission import AdmissionPolicy
 from sglang_fair.batching import BatchingConfig, BatchingPolicy, SLOTable
-from sglang_fair.core.errors import require
+from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.radix_cache import Evicted, LocalRadixCache
 from sglang_fair.sim.batch import StepBudget, StepOutcome, StepPlan
 from sglang_fair.sim.config import EngineConfig
@@ -91,7 +91,8 @@ class EngineWorker:
 
     # ---- queue ---------------------------------------------------------------------------------
     def enqueue(self, req: EngineRequest) -> None:
-        require(req.input_len + req.output_len <= self.cache.capacity,
+        if req.input_len + req.output_len > self.cache.capacity:  # not require(): formatted at every call
+            raise ConfigError(
                 f"request {req.rid} needs {req.input_len + req.output_len} KV tokens, more than the "
                 f"pool's {self.cache.capacity}: raise --kv-tokens")
         req.worker = self.index
