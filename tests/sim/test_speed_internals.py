@@ -1,11 +1,20 @@
-"""The simulator's speed internals keep what they replace: packed eviction paths, the collector."""
+"""The simulator's speed internals keep what they replace: packed eviction paths, the collector, inserts
+below a locked node, output-only bookings, the global tree's kept edge lengths and in-place compares."""
 
 from __future__ import annotations
 
 import gc
+import random
 
-from sglang_fair.core.global_tree import pack_tokens, unpack_tokens
+import pytest
+
+from sglang_fair.core.cost import CostModel
+from sglang_fair.core.errors import ConfigError
+from sglang_fair.core.global_tree import WIDTH, GlobalRadixTree, _common, pack_tokens, unpack_tokens
 from sglang_fair.core.radix_cache import LocalRadixCache
+from sglang_fair.metrics.ledger import ServiceLedger
+from sglang_fair.sim.batch import steps_per_window
+from sglang_fair.sim.request import EngineRequest
 from sglang_fair.sim.simulator import long_run_collector
 
 
@@ -39,3 +48,113 @@ def test_long_run_collector_restores_the_collector() -> None:
         gc.set_threshold(*before)
         if not was_frozen:
             gc.unfreeze()
+
+
+def _tree_state(cache: LocalRadixCache) -> list[tuple[tuple[int, ...], int, int, int]]:
+    """Every node as (path, depth, last access, ref), in a fixed order."""
+    out, stack = [], [(cache.root, ())]
+    while stack:
+        node, path = stack.pop()
+        path = (*path, *node.key)
+        out.append((path, node.depth, node.last_access, node.ref))
+        stack.extend((child, path) for child in node.children.values())
+    return sorted(out)
+
+
+def test_insert_below_a_locked_node_equals_an_insert_from_the_root() -> None:
+    prompt, output = [1, 2, 3, 4, 5, 6], [7, 8, 9]
+    caches = [LocalRadixCache(capacity=100), LocalRadixCache(capacity=100)]
+    for cache in caches:
+        cache.insert([1, 2, 3, 9])
+        cache.insert([1, 2, 8])
+    admitted = []
+    for cache in caches:
+        cached, node = cache.match_prefix(prompt)  # admission: [1, 2, 3] cached, split after it
+        assert cached == 3
+        cache.lock(node)
+        admitted.append(node)
+    base, below = caches
+    added, at_base = base.insert(prompt)
+    assert below.insert_below(admitted[1], prompt, 3)[0] == added == 3
+    at_below = below.match_prefix(prompt)[1]
+    base.match_prefix(prompt)  # the same clock ticks in both
+    assert at_base.depth == at_below.depth == 6
+    for cache, node in ((base, at_base), (below, at_below)):
+        cache.lock(node)
+    assert base.insert(prompt + output)[0] == below.insert_below(at_below, output)[0] == 3
+    assert _tree_state(base) == _tree_state(below)  # the same nodes, depths, recency and locks
+    assert _tree_state(base) != _tree_state(caches[0].__class__(capacity=100))  # negative control
+    base.unlock(at_base)
+    below.unlock(at_below)
+    assert [e.tokens for e in base.evict(100)] == [e.tokens for e in below.evict(100)]
+
+
+def test_insert_below_needs_a_locked_node() -> None:
+    cache = LocalRadixCache(capacity=100)
+    _, node = cache.insert([1, 2, 3])
+    with pytest.raises(ConfigError):
+        cache.insert_below(node, [4])
+
+
+def test_book_output_books_what_book_books() -> None:
+    a, b = ServiceLedger(CostModel(w_q=3.0), window=1.0), ServiceLedger(CostModel(w_q=3.0), window=1.0)
+    for t, client, worker, n in ((0.5, "c0", 0, 4), (1.5, "c1", 1, 0), (1.7, "c0", 1, 2)):
+        a.book(t, client, worker, output_tokens=n)
+        b.book_output(t, client, worker, n)
+    for kind in ("perceived", "actual"):
+        for ledger in (a, b):
+            assert [ledger.series(c, kind, 2.0) for c in ("c0", "c1")] == [[12.0, 6.0, 0.0], [0.0, 0.0, 0.0]]
+            assert [ledger.total(c, kind) for c in ("c0", "c1")] == [18.0, 0.0]
+    assert a.tokens == b.tokens and a.worker_actual == b.worker_actual
+
+
+def test_global_tree_edges_keep_their_lengths_through_splits_and_removals() -> None:
+    rng = random.Random(5)
+    tree = GlobalRadixTree()
+    for i in range(300):
+        prompt = [rng.randrange(3) for _ in range(rng.randrange(1, 12))]
+        tree.insert(prompt, i % 3)
+        if i % 7 == 0:
+            tree.remove(prompt, i % 3, rng.randrange(len(prompt) + 1))
+    stack, nodes = [tree.root], 0
+    while stack:
+        node = stack.pop()
+        assert node.length * WIDTH == len(node.key)
+        nodes += 1
+        stack.extend(node.children.values())
+    assert nodes == tree.nodes + 1 > 50
+
+
+def test_common_prefix_of_packed_edges() -> None:
+    rng = random.Random(6)
+    for _ in range(500):
+        key = [rng.randrange(3) for _ in range(rng.randrange(1, 8))]
+        toks = [rng.randrange(3) for _ in range(rng.randrange(0, 12))]
+        off = rng.randrange(len(toks) + 1)
+        expect = 0
+        while expect < min(len(key), len(toks) - off) and key[expect] == toks[off + expect]:
+            expect += 1
+        assert _common(pack_tokens(key), pack_tokens(toks), off * WIDTH) == expect
+
+
+def test_output_past_prompt_is_the_full_sequence_past_the_tokens() -> None:
+    req = EngineRequest(rid=0, client="c", tokens=[1, 2, 3], output_len=4, arrival=0.0,
+                        output_ids=(10, 11, 12, 13))
+    req.generated = 2
+    assert list(req.output_past_prompt()) == req.full_sequence()[3:] == [10, 11]
+    req.tokens = req.full_sequence()  # a retraction: the output so far becomes input
+    req.generated = 4
+    assert list(req.output_past_prompt()) == req.full_sequence()[len(req.tokens):] == [12, 13]
+
+
+def test_steps_per_window_counts_each_step_in_the_window_it_ends_in() -> None:
+    rng = random.Random(7)
+    for _ in range(300):
+        ends = sorted(rng.uniform(0.0, 3.0) for _ in range(rng.randrange(1, 20)))
+        started, window = rng.uniform(0.0, 5.0), rng.choice((0.5, 1.0, 2.0))
+        expect: dict[int, int] = {}
+        for end in ends:
+            k = int((started + end) / window)
+            expect[k] = expect.get(k, 0) + 1
+        got = steps_per_window(ends, started, window)
+        assert got == expect and list(got) == sorted(got)

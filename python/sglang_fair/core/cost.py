@@ -33,12 +33,14 @@ class CostModel:
 
     def extend_cost(self, extend_tokens: int) -> float:
         """Cost of prefilling ``extend_tokens`` uncached input tokens."""
-        require(extend_tokens >= 0, f"extend tokens must be >= 0, got {extend_tokens}")
+        if extend_tokens < 0:  # not require(): its message would be formatted at every call (a hot path)
+            raise ConfigError(f"extend tokens must be >= 0, got {extend_tokens}")
         return self.w_e * extend_tokens
 
     def output_cost(self, output_tokens: int) -> float:
         """Cost of producing ``output_tokens`` output tokens."""
-        require(output_tokens >= 0, f"output tokens must be >= 0, got {output_tokens}")
+        if output_tokens < 0:  # as in extend_cost
+            raise ConfigError(f"output tokens must be >= 0, got {output_tokens}")
         return self.w_q * output_tokens
 
     def cost(self, extend_tokens: int, output_tokens: int) -> float:

@@ -20,7 +20,7 @@ from array import array
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 
-from sglang_fair.core.errors import require
+from sglang_fair.core.errors import ConfigError, require
 
 TokenKey = bytes | Sequence[int]
 WIDTH = 4  # bytes per packed token id
@@ -29,7 +29,8 @@ WIDTH = 4  # bytes per packed token id
 def pack_tokens(tokens: TokenKey) -> bytes:
     """Token ids as unsigned 32-bit little-endian bytes (bytes are returned as they are)."""
     if isinstance(tokens, bytes):
-        require(len(tokens) % WIDTH == 0, f"packed tokens must be a multiple of {WIDTH} bytes")
+        # a constant message, not an f-string: this runs at every lookup, insert and removal
+        require(len(tokens) % WIDTH == 0, "packed tokens must be a multiple of 4 bytes")
         return tokens
     try:
         packed = array("I", tokens)
@@ -54,18 +55,15 @@ def token_count(tokens: TokenKey) -> int:
 
 
 class GlobalNode:
-    __slots__ = ("children", "key", "last_access", "parent", "workers")
+    __slots__ = ("children", "key", "last_access", "length", "parent", "workers")
 
     def __init__(self, key: bytes, parent: GlobalNode | None, workers: int) -> None:
         self.key = key  # packed tokens of this edge
+        self.length = len(key) // WIDTH  # tokens of this edge (kept: walks read it at every node)
         self.parent = parent
         self.workers = workers  # bit w set: worker w holds root..end of this node
         self.children: dict[bytes, GlobalNode] = {}  # by the first packed token of the child
         self.last_access = 0
-
-    @property
-    def length(self) -> int:
-        return len(self.key) // WIDTH
 
 
 def worker_set(mask: int) -> frozenset[int]:
@@ -80,6 +78,8 @@ def worker_set(mask: int) -> frozenset[int]:
 
 def _common(key: bytes, toks: bytes, off: int) -> int:
     """Number of leading tokens ``key`` shares with ``toks[off:]`` (byte offsets, token result)."""
+    if toks.startswith(key, off):  # the common case, the whole edge: compared in place, no slice copied
+        return len(key) // WIDTH
     n = min(len(key), len(toks) - off)
     if key[:n] == toks[off : off + n]:
         return n // WIDTH
@@ -144,7 +144,8 @@ class GlobalRadixTree:
     def insert(self, tokens: TokenKey, worker: int) -> int:
         """Record that ``worker`` now holds ``tokens`` (and so every prefix of it); return how many
         leading tokens it was already recorded as holding."""
-        require(worker >= 0, f"worker index must be >= 0, got {worker}")
+        if worker < 0:  # not require(): its message would be formatted at every insert
+            raise ConfigError(f"worker index must be >= 0, got {worker}")
         toks, bit, now = pack_tokens(tokens), 1 << worker, next(self._clock)
         node, off, held, holding = self.root, 0, 0, True
         while off < len(toks):
@@ -176,7 +177,8 @@ class GlobalRadixTree:
         """Record that ``worker`` no longer holds ``tokens[start:]`` nor anything extending it."""
         toks, bit = pack_tokens(tokens), 1 << worker
         n = len(toks) // WIDTH
-        require(0 <= start <= n, f"start {start} outside [0, {n}]")
+        if not 0 <= start <= n:  # as in insert
+            raise ConfigError(f"start {start} outside [0, {n}]")
         if start == n:
             return
         node, pos = self.root, 0
@@ -239,6 +241,7 @@ class GlobalRadixTree:
         upper = GlobalNode(child.key[: at * WIDTH], parent, child.workers)
         upper.last_access = child.last_access
         child.key = child.key[at * WIDTH :]
+        child.length -= at
         child.parent = upper
         upper.children[child.key[:WIDTH]] = child
         parent.children[upper.key[:WIDTH]] = upper

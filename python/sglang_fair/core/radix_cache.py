@@ -15,11 +15,10 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass
 from itertools import chain
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from sglang_fair.core.errors import require
+from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.global_tree import pack_tokens, unpack_tokens
 
 
@@ -38,10 +37,10 @@ class CacheNode:
         self.packed: bytes | None = None  # ``key`` packed (global_tree.pack_tokens), made on first need
 
 
-@dataclass(frozen=True)
-class Evicted:
+class Evicted(NamedTuple):
     """``tokens[start:]`` left the cache; ``tokens[:start]`` is still cached. The path is kept packed
-    (:func:`~sglang_fair.core.global_tree.pack_tokens`), as the router's tree takes it."""
+    (:func:`~sglang_fair.core.global_tree.pack_tokens`), as the router's tree takes it. A named tuple:
+    one is made per evicted node, and a frozen dataclass sets each field through ``object.__setattr__``."""
 
     packed: bytes
     start: int
@@ -55,7 +54,8 @@ class CacheListener(Protocol):
     """Told of the changes of a :class:`LocalRadixCache` that can change a prefix match."""
 
     def on_insert(self, tokens: list[int], cached: int, node: CacheNode) -> None:
-        """``tokens[cached:]`` was added below ``node``, which ends at ``tokens[:cached]``."""
+        """``tokens[cached:]`` was added below ``node``, where ``tokens[:cached]`` ends (``tokens``
+        may start below the root: :meth:`LocalRadixCache.insert_below`)."""
 
     def on_evict(self, node: CacheNode) -> None:
         """``node`` (a leaf) left the tree."""
@@ -88,7 +88,10 @@ class LocalRadixCache:
     def match_prefix(self, tokens: Sequence[int]) -> tuple[int, CacheNode]:
         """Longest cached prefix of ``tokens``: its length and the node that ends exactly there."""
         tokens = as_token_list(tokens)
-        node, pos, now = self.root, 0, next(self._clock)
+        return self._match_from(self.root, tokens, 0, next(self._clock))
+
+    def _match_from(self, node: CacheNode, tokens: list[int], pos: int, now: int) -> tuple[int, CacheNode]:
+        """:meth:`match_prefix` of ``tokens`` from ``node``, which ends at ``tokens[:pos]``."""
         n = len(tokens)
         while pos < n:
             child = node.children.get(tokens[pos])
@@ -113,12 +116,29 @@ class LocalRadixCache:
         releases its reservation afterwards, so the pool never overflows here.
         """
         tokens = as_token_list(tokens)
-        matched, node = self.match_prefix(tokens)
+        return self._add(tokens, *self.match_prefix(tokens))
+
+    def insert_below(self, node: CacheNode, tokens: Sequence[int], start: int = 0) -> tuple[int, CacheNode]:
+        """:meth:`insert` of the path root..``node`` followed by ``tokens[start:]``, without comparing
+        the path again: ``node`` must be locked (so it is still in the tree and ends where it did). The
+        path is touched as a match from the root would touch it, so recency is the same."""
+        require(node.ref > 0, "insert_below needs a locked node")
+        now = next(self._clock)
+        cur = node
+        while cur is not self.root:
+            cur.last_access = now
+            cur = cur.parent  # type: ignore[assignment]
+        tokens = as_token_list(tokens)
+        matched, end = self._match_from(node, tokens, start, now)
+        return self._add(tokens, matched, end)
+
+    def _add(self, tokens: list[int], matched: int, node: CacheNode) -> tuple[int, CacheNode]:
+        """Hang ``tokens[matched:]`` below ``node`` (which ends where ``tokens[:matched]`` does)."""
         if matched == len(tokens):
             return 0, node
         if self.listener is not None:
             self.listener.on_insert(tokens, matched, node)
-        leaf = CacheNode(list(tokens[matched:]), node, len(tokens))
+        leaf = CacheNode(tokens[matched:], node, node.depth + len(tokens) - matched)
         leaf.last_access = next(self._clock)
         node.children[leaf.key[0]] = leaf
         self._push_lru(leaf)
@@ -162,7 +182,8 @@ class LocalRadixCache:
     # ---- pool -------------------------------------------------------------------------------------
     def alloc(self, n: int) -> bool:
         """Reserve ``n`` pool tokens outside the tree, evicting LRU leaves if needed."""
-        require(n >= 0, f"cannot reserve {n} tokens")
+        if n < 0:  # not require(): its message would be formatted at every call (here and below)
+            raise ConfigError(f"cannot reserve {n} tokens")
         if self.free_tokens < n:
             self.evict(n - self.free_tokens)
         if self.free_tokens < n:
@@ -171,7 +192,8 @@ class LocalRadixCache:
         return True
 
     def release(self, n: int) -> None:
-        require(0 <= n <= self.reserved_tokens, f"release of {n} tokens, {self.reserved_tokens} reserved")
+        if not 0 <= n <= self.reserved_tokens:
+            raise ConfigError(f"release of {n} tokens, {self.reserved_tokens} reserved")
         self.reserved_tokens -= n
 
     def evict(self, n: int) -> list[Evicted]:

@@ -107,6 +107,20 @@ class ServiceLedger:
             self._windows["actual"][client][k] += actual
             self.worker_actual[worker][k] += actual
 
+    def book_output(self, t: float, client: str, worker: int, output_tokens: int) -> None:
+        """``book(t, client, worker, output_tokens=output_tokens)``, for the bookings of every decode
+        step: output alone, so perceived and actual service are the same amount."""
+        self.tokens[client].output_tokens += output_tokens
+        out = self.cost.output_cost(output_tokens)
+        self._totals["perceived"][client] += out
+        self._totals["actual"][client] += out
+        if self._window is None or not out:
+            return
+        k = int(t / self._window)
+        self._windows["perceived"][client][k] += out
+        self._windows["actual"][client][k] += out
+        self.worker_actual[worker][k] += out
+
     def forget(self, client: str) -> None:
         """Drop everything booked for ``client`` (a server bounding its memory of idle clients)."""
         self.tokens.pop(client, None)

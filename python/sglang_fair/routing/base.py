@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from sglang_fair.core.cost import CostModel
-from sglang_fair.core.errors import require
+from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.global_tree import GlobalRadixTree, TokenKey, token_count
 
 
@@ -141,8 +141,10 @@ class RoutingPolicy(ABC):
             self.alive = sorted([*self.alive, worker])
 
     def on_finish(self, worker: int, client: str, output_tokens: int) -> None:
-        require(output_tokens >= 0, f"negative output tokens {output_tokens}")
-        require(worker in self.workers, f"unknown worker {worker}")
+        if output_tokens < 0:  # not require(): its message would be formatted at every finish
+            raise ConfigError(f"negative output tokens {output_tokens}")
+        if worker not in self.workers:
+            raise ConfigError(f"unknown worker {worker}")
         self.queue[worker] = max(0, self.queue[worker] - 1)
 
     def on_prefill_budget(self, worker: int, tokens: float) -> None:  # noqa: B027 (an optional hook)

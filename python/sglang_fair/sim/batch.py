@@ -3,7 +3,7 @@ step (SGLang's PrefillAdder)."""
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,18 +29,23 @@ class StepPlan:
         return self.ends[self.steps - 1]
 
 
+def _counts() -> defaultdict[str, int]:
+    return defaultdict(int)
+
+
 @dataclass
 class StepOutcome:
     """What a step did, for the cluster's metrics and the router's feedback."""
 
-    extend: Counter[str] = field(default_factory=Counter)  # prefill tokens computed per client
-    output: Counter[str] = field(default_factory=Counter)  # output tokens per client
+    # per-client counts: defaultdicts, not Counters (a step makes three; a Counter's constructor is Python)
+    extend: defaultdict[str, int] = field(default_factory=_counts)  # prefill tokens computed per client
+    output: defaultdict[str, int] = field(default_factory=_counts)  # output tokens per client
     prefilled: list[EngineRequest] = field(default_factory=list)  # first prefill completions
     finished: list[EngineRequest] = field(default_factory=list)
     retracted: list[EngineRequest] = field(default_factory=list)
     evicted: list[Evicted] = field(default_factory=list)
     step_ends: list[float] = field(default_factory=list)  # decode: end of each step after the start
-    step_output: Counter[str] = field(default_factory=Counter)  # decode: output tokens per step
+    step_output: defaultdict[str, int] = field(default_factory=_counts)  # decode: output tokens per step
 
     def book(self, ledger: ServiceLedger, now: float, worker: int, started: float) -> None:
         """Book the step's work into ``ledger`` at ``now``; several decode steps (planned at
@@ -49,15 +54,23 @@ class StepOutcome:
             ledger.book(now, client, worker, extend_tokens=n)
         if self.step_ends and ledger.keeps_windows:
             window = ledger.window
-            for k, steps in Counter(int((started + end) / window) for end in self.step_ends).items():
+            for k, steps in steps_per_window(self.step_ends, started, window).items():
                 for client, n in self.step_output.items():
-                    ledger.book((k + 0.5) * window, client, worker, output_tokens=n * steps)
+                    ledger.book_output((k + 0.5) * window, client, worker, n * steps)
         else:
             for client, n in self.output.items():
-                ledger.book(now, client, worker, output_tokens=n)
+                ledger.book_output(now, client, worker, n)
         for req in self.prefilled:
             ledger.book(now, req.client, worker, requests=1, input_tokens=req.prompt_len,
                         cached_tokens=req.cached_len)
+
+
+def steps_per_window(ends: list[float], started: float, window: float) -> dict[int, int]:
+    """How many of the steps ending at ``started + ends`` (ascending) end in each window, by window."""
+    first, last = (int((started + end) / window) for end in (ends[0], ends[-1]))
+    if first == last:  # the usual case; the windows of ascending ends ascend, so all are in this one
+        return {first: len(ends)}
+    return Counter(int((started + end) / window) for end in ends)
 
 
 class BudgetHost(Protocol):

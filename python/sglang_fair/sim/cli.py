@@ -33,7 +33,7 @@ from sglang_fair.sim.report import (
     plot_service,
     service_series,
 )
-from sglang_fair.sim.simulator import Simulator, stderr_progress
+from sglang_fair.sim.simulator import Simulator, long_run_collector, stderr_progress
 from sglang_fair.workloads import WorkloadConfig, call_count, make_workload
 from sglang_fair.workloads.tokens import make_tokenizer
 
@@ -95,10 +95,11 @@ def run_pairs(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: Engin
                   file=sys.stderr, flush=True)
         sim = Simulator(cfg, engine, programs, cost, horizon=workload.duration, admission=admission,
                         routing=routing, batching=batching, slo=slo)
-        res = sim.run(stderr_progress(workload.duration) if progress else None)
-        summaries[f"{router}:{policy}"] = summarize_windows(res, metrics, workload.duration)
-        if sim.slo is not None:
-            summaries[f"{router}:{policy}"]["slo"] = sim.slo.summary(max(workload.duration, 1e-9))
+        with long_run_collector():  # else the summary, walking the run's records, triggers full collections
+            res = sim.run(stderr_progress(workload.duration) if progress else None)
+            summaries[f"{router}:{policy}"] = summarize_windows(res, metrics, workload.duration)
+            if sim.slo is not None:
+                summaries[f"{router}:{policy}"]["slo"] = sim.slo.summary(max(workload.duration, 1e-9))
         results[f"{router}:{policy}"] = res
     return summaries, results
 

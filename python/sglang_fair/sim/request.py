@@ -7,6 +7,7 @@ request (times, cache hits) lives in its :class:`~sglang_fair.metrics.ledger.Req
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from sglang_fair.core.radix_cache import CacheNode
@@ -22,7 +23,7 @@ class EngineRequest:
     tokens: list[int]
     output_len: int
     arrival: float
-    output_ids: list[int] = field(default_factory=list)
+    output_ids: Sequence[int] = field(default_factory=list)
     pid: int = -1  # the program it belongs to (-1: none)
     call: int = -1  # its index among the program's calls
     prompt_len: int = 0  # the original prompt's length (0: len(tokens))
@@ -51,4 +52,9 @@ class EngineRequest:
         return self.generated >= self.output_len
 
     def full_sequence(self) -> list[int]:
-        return self.tokens[: self.prompt_len] + self.output_ids[: self.generated]
+        return self.tokens[: self.prompt_len] + list(self.output_ids[: self.generated])
+
+    def output_past_prompt(self) -> Sequence[int]:
+        """``full_sequence()[input_len:]``: the output generated beyond ``tokens`` (which holds the
+        output of earlier runs after a retraction), without copying the prompt."""
+        return self.output_ids[len(self.tokens) - self.prompt_len : self.generated]

@@ -17,9 +17,9 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.batching import BatchingConfig, make_batching_policy
@@ -41,10 +41,10 @@ from sglang_fair.workloads import Program, ProgramRun
 Progress = Callable[[float, int, int], None]
 
 
-@dataclass(frozen=True, slots=True)
-class Routed:
+class Routed(NamedTuple):
     """What the router reads of a request: its prompt packed once (the router's tree stores packed
-    tokens, so a list would be packed again at every lookup and insert)."""
+    tokens, so a list would be packed again at every lookup and insert). A named tuple: made once per
+    request, and a frozen dataclass sets each field through ``object.__setattr__``."""
 
     rid: int
     client: str
@@ -100,7 +100,8 @@ class Simulator:
         self._version = [0] * cluster.dp  # of each worker's pending step-end event
         self._started = [0.0] * cluster.dp  # start of each worker's current plan
         self.decode_plans: list[tuple[float, int, int]] = []  # (start, requests decoding, steps)
-        self._packed: tuple[object, bytes] = (None, b"")  # the last prompt routed, packed for the router
+        # the last prompt dispatched: the workload's tuple, the workers' token list, packed for the router
+        self._prompt: tuple[object, list[int], bytes] = (None, [], b"")
 
     # ---- event queue ----------------------------------------------------------------------------
     def _push(self, t: float, kind: int, data: Any) -> None:
@@ -146,17 +147,17 @@ class Simulator:
     def _dispatch(self, run: ProgramRun, call: int) -> None:
         p = run.program
         shared = run.prompt(call)
-        prompt = list(shared)
+        if self._prompt[0] is not shared:  # siblings share their prompt object and come one after another
+            self._prompt = (shared, list(shared), pack_tokens(shared))
+        _, prompt, packed = self._prompt  # nothing changes a request's tokens in place: siblings share them
         rid = len(self.requests)
         req = EngineRequest(rid=rid, client=p.client, tokens=prompt, output_len=p.calls[call].output_len,
-                            arrival=self.now, output_ids=list(run.output(call)), pid=p.pid, call=call,
+                            arrival=self.now, output_ids=run.output(call), pid=p.pid, call=call,
                             prompt_len=len(prompt), key=shared, slo=p.calls[call].slo)
         self.requests.append(RequestRecord(rid, p.pid, p.client, self.now, len(prompt), req.output_len))
         if self.slo is not None:
             self.slo.on_dispatch(req)
-        if self._packed[0] is not shared:  # siblings share their prompt object and come one after another
-            self._packed = (shared, pack_tokens(shared))
-        worker = self.workers[self.router.route(Routed(rid, p.client, self._packed[1]))]
+        worker = self.workers[self.router.route(Routed(rid, p.client, packed))]
         self.requests[rid].worker = worker.index
         worker.enqueue(req)
         if worker is self._completing:

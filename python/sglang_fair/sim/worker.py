@@ -44,7 +44,7 @@ import bisect
 
 from sglang_fair.admission import AdmissionPolicy
 from sglang_fair.batching import BatchingConfig, BatchingPolicy, SLOTable
-from sglang_fair.core.errors import require
+from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.radix_cache import Evicted, LocalRadixCache
 from sglang_fair.sim.batch import StepBudget, StepOutcome, StepPlan
 from sglang_fair.sim.config import EngineConfig
@@ -91,7 +91,8 @@ class EngineWorker:
 
     # ---- queue ---------------------------------------------------------------------------------
     def enqueue(self, req: EngineRequest) -> None:
-        require(req.input_len + req.output_len <= self.cache.capacity,
+        if req.input_len + req.output_len > self.cache.capacity:  # not require(): formatted at every call
+            raise ConfigError(
                 f"request {req.rid} needs {req.input_len + req.output_len} KV tokens, more than the "
                 f"pool's {self.cache.capacity}: raise --kv-tokens")
         req.worker = self.index
@@ -287,9 +288,9 @@ class EngineWorker:
 
     def prefill_done(self, req: EngineRequest, out: StepOutcome) -> None:
         """``req``'s prefill completed: its prompt enters the cache, its first token is out."""
-        node = self.cache.insert(req.tokens)[1]  # the prompt is shared while the request runs
+        assert req.node is not None  # the reused prefix, locked at admission
+        node = self.cache.insert_below(req.node, req.tokens, req.node.depth)[1]  # shared while it runs
         self.cache.lock(node)
-        assert req.node is not None
         self.cache.unlock(req.node)
         self.cache.release(req.extend_reserved)
         req.node, req.extend_reserved = node, 0
@@ -324,8 +325,8 @@ class EngineWorker:
             out.finished.append(req)
 
     def _finish(self, req: EngineRequest) -> None:
-        self.cache.insert(req.full_sequence())
-        assert req.node is not None
+        assert req.node is not None  # its prompt, locked since its prefill
+        self.cache.insert_below(req.node, req.output_past_prompt())
         self.cache.unlock(req.node)
         self.cache.release(req.reserved)
         req.node, req.reserved = None, 0
