@@ -57,10 +57,10 @@ def real(model: Path, policy: str, router: str, dp: int, workload: WorkloadConfi
 
 
 def simulated(policy: str, router: str, dp: int,
-              workload: WorkloadConfig) -> tuple[dict[str, Any], RunResult]:
+              workload: WorkloadConfig, step_model: str = "") -> tuple[dict[str, Any], RunResult]:
     cluster = ClusterSimConfig(dp=dp, router=router, policy=policy)
     engine = EngineConfig(preset="cpu-tiny-llama", kv_tokens=KV_TOKENS, max_running=MAX_RUNNING,
-                          ignore_eos=True)
+                          ignore_eos=True, step_model=step_model)
     res = Simulator(cluster, engine, make_workload(workload, dp), horizon=workload.duration).run()
     return summarize(res), res
 
@@ -107,6 +107,19 @@ def _fmt(x: Any) -> str:
     return "-" if x is None else f"{x:.3f}" if isinstance(x, float) and abs(x) < 10 else f"{x:.0f}"
 
 
+def resimulate(args: argparse.Namespace, workload: WorkloadConfig) -> int:
+    """The simulated side of every run of ``--resim``'s runs.json again, the real side as it was."""
+    runs = json.loads((args.resim / "runs.json").read_text())
+    for name, pair in runs.items():
+        policy = name.split(":")[-1]
+        pair["sim"], res = simulated(policy, args.router, args.dp, workload, args.step_model)
+        pair["sim"]["service_series"] = service_series(res)
+    (args.out / "runs.json").write_text(json.dumps(runs, indent=1))
+    (args.out / "table.md").write_text(tables(runs, args.share_until))
+    print(tables(runs, args.share_until))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("out", type=Path)
@@ -125,6 +138,10 @@ def main() -> int:
     ap.add_argument("--text", action="store_true", help="send text prompts instead of token ids")
     ap.add_argument("--share-until", type=float, default=30.0, help="service shares over [0, this] s")
     ap.add_argument("--table-only", action="store_true", help="rewrite table.md from OUT_DIR/runs.json")
+    ap.add_argument("--step-model", default="",
+                    help="the simulator's step model (python -m sglang_fair.sim.fit JSON), not the preset's")
+    ap.add_argument("--resim", type=Path,
+                    help="keep the real runs of this earlier OUT_DIR's runs.json; only simulate again")
     args = ap.parse_args()
     workload = WorkloadConfig(workload=args.workload, scenario="s1", clients=args.clients, rate=args.rate,
                               duration=args.duration, depth=args.depth, documents=args.documents)
@@ -133,6 +150,8 @@ def main() -> int:
         (args.out / "table.md").write_text(tables(json.loads((args.out / "runs.json").read_text()),
                                                   args.share_until))
         return 0
+    if args.resim:
+        return resimulate(args, workload)
     model = Path(tempfile.mkdtemp(prefix="fidelity-model-"))
     subprocess.run([sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), str(model),
                     "--context", str(args.context)], check=True)
@@ -143,7 +162,7 @@ def main() -> int:
         print(f"== {name}", file=sys.stderr, flush=True)
         real_doc, real_res = real(model, policy, args.router, args.dp, workload, args.grace,
                                   args.out / f"server_{policy}.log", not args.text)
-        sim_doc, sim_res = simulated(policy, args.router, args.dp, workload)
+        sim_doc, sim_res = simulated(policy, args.router, args.dp, workload, args.step_model)
         for doc, res in ((real_doc, real_res), (sim_doc, sim_res)):
             doc["service_series"] = service_series(res)
         runs[name] = {"real": real_doc, "sim": sim_doc}
