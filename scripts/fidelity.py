@@ -115,8 +115,14 @@ def resimulate(args: argparse.Namespace, workload: WorkloadConfig) -> int:
         pair["sim"], res = simulated(policy, args.router, args.dp, workload, args.step_model)
         pair["sim"]["service_series"] = service_series(res)
     (args.out / "runs.json").write_text(json.dumps(runs, indent=1))
-    (args.out / "table.md").write_text(tables(runs, args.share_until))
-    print(tables(runs, args.share_until))
+    return publish(args.out, runs, args.share_until)
+
+
+def publish(out: Path, runs: dict[str, dict[str, dict[str, Any]]], until: float) -> int:
+    """Write OUT/table.md and print it."""
+    text = tables(runs, until)
+    (out / "table.md").write_text(text)
+    print(text)
     return 0
 
 
@@ -170,9 +176,7 @@ def main() -> int:
                      args.out / f"overlay_{name.replace(':', '_')}.png",
                      title=f"{args.workload} s1, {name}: real CPU server (solid) vs simulator (dashed)")
         path.write_text(json.dumps(runs, indent=1))
-    (args.out / "table.md").write_text(tables(runs, args.share_until))
-    print(tables(runs, args.share_until))
-    return 0
+    return publish(args.out, runs, args.share_until)
 
 
 if __name__ == "__main__":

@@ -94,8 +94,18 @@ class ServiceLedger:
         tok.extend_tokens += extend_tokens
         tok.output_tokens += output_tokens
         out = self.cost.output_cost(output_tokens)
-        perceived = self.cost.extend_cost(input_tokens) + out
-        actual = self.cost.extend_cost(extend_tokens) + out
+        self._credit(t, client, worker, self.cost.extend_cost(input_tokens) + out,
+                     self.cost.extend_cost(extend_tokens) + out)
+
+    def book_output(self, t: float, client: str, worker: int, output_tokens: int) -> None:
+        """``book(t, client, worker, output_tokens=output_tokens)``, for the bookings of every decode
+        step: output alone, so perceived and actual service are the same amount."""
+        self.tokens[client].output_tokens += output_tokens
+        out = self.cost.output_cost(output_tokens)
+        self._credit(t, client, worker, out, out)
+
+    def _credit(self, t: float, client: str, worker: int, perceived: float, actual: float) -> None:
+        """Add service to the client's totals and, when windows are kept, to window ``t``'s."""
         self._totals["perceived"][client] += perceived
         self._totals["actual"][client] += actual
         if self._window is None:
@@ -106,20 +116,6 @@ class ServiceLedger:
         if actual:
             self._windows["actual"][client][k] += actual
             self.worker_actual[worker][k] += actual
-
-    def book_output(self, t: float, client: str, worker: int, output_tokens: int) -> None:
-        """``book(t, client, worker, output_tokens=output_tokens)``, for the bookings of every decode
-        step: output alone, so perceived and actual service are the same amount."""
-        self.tokens[client].output_tokens += output_tokens
-        out = self.cost.output_cost(output_tokens)
-        self._totals["perceived"][client] += out
-        self._totals["actual"][client] += out
-        if self._window is None or not out:
-            return
-        k = int(t / self._window)
-        self._windows["perceived"][client][k] += out
-        self._windows["actual"][client][k] += out
-        self.worker_actual[worker][k] += out
 
     def forget(self, client: str) -> None:
         """Drop everything booked for ``client`` (a server bounding its memory of idle clients)."""
