@@ -40,6 +40,7 @@ class FakeWorker(threading.Thread):
         self.held: set[str] = set()  # requests "running" (answer False), reported in heartbeats
         self.client = "fake"  # the client it names for what it holds (a Dispatch carries none)
         self.answer_hello = True  # set False to play a worker that does not re-announce (version 2)
+        self.lose_holdings = 0  # this many answers to Hello are lost on the way (a reconnecting socket)
         self.prefill_budget: int | None = None  # reported in heartbeats when set (the pab router)
         self._halt = threading.Event()
 
@@ -78,8 +79,11 @@ class FakeWorker(threading.Thread):
         elif isinstance(msg, wm.Hello):
             if not self.answer_hello:
                 return
+            if self.lose_holdings:
+                self.lose_holdings -= 1
+                return
             held = sorted(self.held)
-            self.outbox.send(encode(wm.Holding(self.index, held, [self.client] * len(held))))
+            self.outbox.send(encode(wm.Holding(self.index, held, [self.client] * len(held), msg.router)))
         else:
             self.held.discard(msg.rid)
             self.outbox.send(encode(wm.Finished(self.index, msg.rid, 0, aborted=True)))

@@ -7,7 +7,10 @@ message is logged and dropped; it never stops the loop. Objects that survive hal
 global tree, mostly) are frozen out of the garbage collector, whose full passes over a large tree
 otherwise cost milliseconds of added latency; the tree breaks its own reference cycles on removal.
 At start it sends every worker ``Hello``; the ``Holding`` answers put what the workers already hold
-back in flight (after a router restart). Sends never block (``outbox.py``): a worker that stops
+back in flight (after a router restart). An answer names the router run it answers: one still queued
+for the previous run is ignored, and one lost while the worker's feedback socket reconnects is asked
+for again each time the worker is heard from after the last ask, up to ``HELLO_ASKS`` times (a
+worker of protocol 2 never answers). Sends never block (``outbox.py``): a worker that stops
 reading gets a bounded backlog, then its new requests fail with a reason instead of stalling the
 loop; a worker declared dead gets a fresh socket.
 Each dispatch's time inside the router (Submit frame received -> Dispatch sent) is counted in a
@@ -19,6 +22,7 @@ from __future__ import annotations
 import gc
 import logging
 import math
+import os
 import time
 from array import array
 from bisect import bisect_left
@@ -37,6 +41,7 @@ from sglang_fair_router.outbox import Outbox
 from sglang_fair_router.state import ClientOverLimit, RouterState
 
 log = logging.getLogger("sglang_fair.router")
+HELLO_ASKS = 10
 
 
 class LatencyHistogram:
@@ -79,8 +84,10 @@ class RouterService:
         self.failures = Outbox(lambda: self._socket(zmq.PUSH, config.failures, bind=True), 1 << 16)
         self.feedback = self._socket(zmq.PULL, config.feedback, bind=True)
         self.to_workers = [Outbox(self._connector(e), config.send_backlog) for e in config.worker_endpoints()]
-        for box in self.to_workers:  # what the workers already hold (this router may be a restarted one)
-            box.send([encode(wm.Hello())])
+        self.run_id = os.urandom(8).hex()  # names this run in Hello, so a stale Holding is told apart
+        self.unanswered: dict[int, tuple[int, float]] = {}  # worker -> (asks so far, last ask)
+        for worker in range(len(self.to_workers)):  # what they already hold (this may be a restarted router)
+            self._ask(worker, 0)
         self.submit_latency = LatencyHistogram()
         self._state_view = self._view()
         self._stop = False
@@ -132,7 +139,20 @@ class RouterService:
         self.state.send_backlog = [len(box.pending) for box in self.to_workers]
         return self.state.snapshot()
 
+    def _ask(self, worker: int, asks: int) -> None:
+        self.to_workers[worker].send([encode(wm.Hello(self.run_id))])
+        self.unanswered[worker] = (asks + 1, self.clock())
+
+    def _ask_again(self) -> None:
+        for worker, (asks, asked_at) in list(self.unanswered.items()):
+            seen = self.state.last_seen[worker]
+            if asks >= HELLO_ASKS:
+                del self.unanswered[worker]
+            elif seen is not None and seen > asked_at:
+                self._ask(worker, asks)
+
     def _check_liveness(self, now: float) -> None:
+        self._ask_again()
         alive = set(self.state.policy.alive)
         for rid, reason in self.state.check_liveness(now):
             self._fail(rid, reason)
@@ -188,4 +208,10 @@ class RouterService:
         self.submit_latency.record(time.perf_counter_ns() - t0)
 
     def _on_feedback(self, frames: list[bytes]) -> None:
-        self.state.feedback(wm.decode_feedback(frames[0]), self.clock())
+        msg = wm.decode_feedback(frames[0])
+        if isinstance(msg, wm.Holding):
+            if msg.router and msg.router != self.run_id:
+                self.state.counts["ignored_feedback"] += 1  # it answers an earlier run of the router
+                return
+            self.unanswered.pop(msg.worker, None)
+        self.state.feedback(msg, self.clock())

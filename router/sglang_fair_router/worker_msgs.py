@@ -21,9 +21,9 @@ import msgspec
 from sglang_fair.core.global_tree import WIDTH
 from sglang_fair_router.codec import MessageError, decode
 
-VERSION = 4  # 2: Dispatch and Finished carry no client; Heartbeat.inflight. 3: Hello and Holding
-# 4: Heartbeat.prefill_budget
-FEEDBACK_VERSIONS = (2, 3, 4)
+VERSION = 5  # 2: Dispatch and Finished carry no client; Heartbeat.inflight. 3: Hello and Holding
+# 4: Heartbeat.prefill_budget. 5: Hello.router, echoed by Holding.router
+FEEDBACK_VERSIONS = (2, 3, 4, 5)
 Count = Annotated[int, msgspec.Meta(ge=0)]
 # prefill tokens; negative: overcommitted; bounded so a bad report cannot swamp the router's arithmetic
 Budget = Annotated[int, msgspec.Meta(ge=-(1 << 40), le=1 << 40)]
@@ -43,8 +43,9 @@ class Cancel(msgspec.Struct, tag="cancel", frozen=True):
 
 
 class Hello(msgspec.Struct, tag="hello", frozen=True):
-    """A router started: tell it what you hold (``Holding``)."""
+    """A router started: tell it what you hold (``Holding``), naming ``router`` (this router's run id)."""
 
+    router: str = ""
     v: int = VERSION
 
 
@@ -84,11 +85,13 @@ class Heartbeat(msgspec.Struct, tag="heartbeat", frozen=True):
 
 
 class Holding(msgspec.Struct, tag="holding", frozen=True):
-    """``worker`` holds the routed requests ``rids`` of ``clients`` (same order), not yet finished."""
+    """``worker`` holds the routed requests ``rids`` of ``clients`` (same order), not yet finished;
+    the answer to the ``Hello`` of ``router`` (empty before version 5)."""
 
     worker: Count
     rids: list[NonEmpty]
     clients: list[NonEmpty]
+    router: str = ""
     v: int = VERSION
 
     def __post_init__(self) -> None:

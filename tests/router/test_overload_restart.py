@@ -13,6 +13,7 @@ import zmq
 from sglang_fair.core.global_tree import pack_tokens
 from sglang_fair.routing import RouterConfig, make_routing_policy
 from sglang_fair_router import frontend_msgs as fm
+from sglang_fair_router import service
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import encode
 from sglang_fair_router.config import ServiceConfig
@@ -139,4 +140,56 @@ def test_a_restarted_router_fails_what_a_dead_worker_held(tmp_path: Path, announ
         else:
             assert failed == {}  # lost silently: what the re-announcement closes
     finally:
+        c.close()
+
+
+@pytest.mark.parametrize("asks", [service.HELLO_ASKS, 1])
+def test_a_lost_holding_is_asked_for_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                           asks: int) -> None:
+    """Each worker loses its first answer (its feedback socket was reconnecting): the router asks
+    again once it hears from the worker. asks=1 is the negative control: asked once, never resynced."""
+    monkeypatch.setattr(service, "HELLO_ASKS", asks)
+    c = Cluster(tmp_path)
+    try:
+        for i in range(4):
+            c.front.send_multipart([encode(fm.Submit(f"r{i}", "c", pack_tokens([i, 1]))), b"p"])
+        deadline = time.monotonic() + 5
+        while sum(len(w.held) for w in c.workers) < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        c.stop_router()
+        for w in c.workers:
+            w.lose_holdings = 1
+        c.start_router()
+        deadline = time.monotonic() + 3
+        while c.service.state.counts["resynced"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert c.service.state.counts["resynced"] == (4 if asks > 1 else 0)
+        assert all(w.lose_holdings == 0 for w in c.workers)  # the precondition: each lost one answer
+    finally:
+        c.close()
+
+
+def test_an_answer_to_an_earlier_routers_hello_is_ignored(tmp_path: Path) -> None:
+    """A Holding still queued for the previous router run (it names that run) resyncs nothing; the
+    answer naming this run counts, and answers the ask."""
+    c = Cluster(tmp_path)
+    for w in c.workers:
+        w.answer_hello = False
+    c.stop_router()
+    c.start_router()
+    push = zmq.Context.instance().socket(zmq.PUSH)  # connected to this run only: nothing lost on the way
+    push.setsockopt(zmq.LINGER, 0)
+    push.connect(c.cfg.feedback)
+    try:
+        runs = ("an-earlier-run", c.service.run_id)
+        c.workers[0].held.update(f"{run}-r" for run in runs)  # so its heartbeats do not reconcile them away
+        for run in runs:
+            push.send(encode(wm.Holding(0, [f"{run}-r"], ["c"], run)))
+        deadline = time.monotonic() + 3
+        while c.service.state.counts["resynced"] < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert set(c.service.state.inflight) == {f"{c.service.run_id}-r"}
+        assert c.service.state.counts["ignored_feedback"] >= 1 and 0 not in c.service.unanswered
+    finally:
+        push.close(0)
         c.close()

@@ -83,7 +83,8 @@ class WorkerLink:
         if isinstance(msg, wm.Cancel):
             return AbortReq(rid=msg.rid)
         if isinstance(msg, wm.Hello):
-            held = wm.Holding(worker=self.rank, rids=list(self.routed), clients=list(self.routed.values()))
+            held = wm.Holding(worker=self.rank, rids=list(self.routed), clients=list(self.routed.values()),
+                              router=msg.router)
             self._send(held)
             return None
         if len(frames) != 2:
