@@ -111,8 +111,8 @@ def resimulate(args: argparse.Namespace, workload: WorkloadConfig) -> int:
     """The simulated side of every run of ``--resim``'s runs.json again, the real side as it was."""
     runs = json.loads((args.resim / "runs.json").read_text())
     for name, pair in runs.items():
-        policy = name.split(":")[-1]
-        pair["sim"], res = simulated(policy, args.router, args.dp, workload, args.step_model)
+        router, _, policy = name.rpartition(":")  # "router:policy" with --dp 2
+        pair["sim"], res = simulated(policy, router or args.router, args.dp, workload, args.step_model)
         pair["sim"]["service_series"] = service_series(res)
     (args.out / "runs.json").write_text(json.dumps(runs, indent=1))
     return publish(args.out, runs, args.share_until)

@@ -11,7 +11,10 @@ otherwise idle server:
 - prefill: one request of P new tokens after a cached prefix of C tokens (sent once before to fill
   the cache) and max_new_tokens=1: its time to first token is one prefill step plus the request's
   trip through the HTTP server and tokenizer manager (a few ms, which the fit puts in ``fixed``).
-Prints ``requests,new_tokens,context_tokens,attention_pairs,seconds,prefill`` rows (sim/fit.py's format).
+  A prefill of more new tokens than the server's chunked-prefill size (read from /get_server_info)
+  would be several steps: those shapes are skipped.
+Prints ``requests,new_tokens,context_tokens,attention_pairs,seconds,prefill,prefix_pairs`` rows
+(sim/fit.py's format).
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ class Grid:
 
 
 GRIDS = {"short": Grid((1, 2, 4, 8, 16, 32), (32, 256, 1024), (0, 512, 2048), (16, 64, 256, 1024, 2048)),
-         "long": Grid((1, 2, 4), (4096, 12288), (0, 8192), (1024, 8192))}  # fits a 60,000-token pool
+         # fits a 60,000-token pool; new tokens within SGLang's CPU chunk (4,096)
+         "long": Grid((1, 2, 4), (4096, 12288), (0, 8192, 16384, 24576), (1024, 4096))}
 
 
 async def stream(session: aiohttp.ClientSession, url: str, ids: list[int],
@@ -76,7 +80,7 @@ async def decode(session: aiohttp.ClientSession, url: str, rng: random.Random, v
     if not per:
         return ""
     mid = statistics.median(k for r in runs for t, k in r[1:] if start <= t <= end)
-    return f"{b},{b},{b * (length + int(mid))},0,{statistics.median(per):.6f},0"
+    return f"{b},{b},{b * (length + int(mid))},0,{statistics.median(per):.6f},0,0"
 
 
 async def prefill(session: aiohttp.ClientSession, url: str, rng: random.Random, vocab: int, cached: int,
@@ -86,7 +90,17 @@ async def prefill(session: aiohttp.ClientSession, url: str, rng: random.Random, 
         await stream(session, url, prefix, 1)
     r = await stream(session, url, prefix + ids(rng, new, vocab), 1)
     pairs = new * (cached + new / 2)
-    return f"1,{new},{cached + new},{pairs:.0f},{r[1][0] - r[0][0]:.6f},1"
+    return f"1,{new},{cached + new},{pairs:.0f},{r[1][0] - r[0][0]:.6f},1,{cached * cached / 2:.0f}"
+
+
+async def chunk_size(session: aiohttp.ClientSession, url: str) -> int | None:
+    """The server's chunked-prefill size, None where it does not say (not SGLang, or no chunking)."""
+    try:
+        async with session.get(url + "/get_server_info") as resp:
+            size = (await resp.json()).get("chunked_prefill_size") if resp.status == 200 else None
+    except (aiohttp.ClientError, ValueError):
+        return None
+    return size if isinstance(size, int) and size > 0 else None
 
 
 async def main() -> int:
@@ -100,8 +114,13 @@ async def main() -> int:
     args = ap.parse_args()
     grid = GRIDS[args.grid]
     rng = random.Random(0)
-    print("requests,new_tokens,context_tokens,attention_pairs,seconds,prefill")
+    print("requests,new_tokens,context_tokens,attention_pairs,seconds,prefill,prefix_pairs")
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300)) as s:
+        chunk = await chunk_size(s, args.url)
+        new_sizes = [n for n in grid.new if chunk is None or n <= chunk]
+        if len(new_sizes) < len(grid.new):
+            print(f"skipping prefills of more than the server's chunk ({chunk} tokens): several steps each",
+                  file=sys.stderr)
         await stream(s, args.url, ids(rng, 16, args.vocab), 4)  # warm up
         for _ in range(args.repeat):
             for b in grid.batches:
@@ -110,7 +129,7 @@ async def main() -> int:
                     if row:
                         print(row, flush=True)
             for cached in grid.cached:
-                for new in grid.new:
+                for new in new_sizes:
                     print(await prefill(s, args.url, rng, args.vocab, cached, new), flush=True)
     print("done", file=sys.stderr)
     return 0

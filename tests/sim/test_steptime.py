@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from sglang_fair.cli import main as cli_main
 from sglang_fair.core.errors import ConfigError
-from sglang_fair.sim.fit import load_model
+from sglang_fair.sim.fit import load_model, read_samples
 from sglang_fair.sim.fit import main as fit_main
 from sglang_fair.sim.steptime import LinearStepModel, StepShape, fit_linear, preset
 
@@ -71,22 +72,55 @@ def test_fit_cli_and_step_model_flag(tmp_path: Path, capsys: pytest.CaptureFixtu
                      "--data-dir", "/nonexistent", "--no-progress"]) == 2
 
 
-@pytest.mark.parametrize("relative", [False, True])
-def test_fit_recovers_the_prefix_term(relative: bool) -> None:
-    truth = LinearStepModel(3e-3, 2e-4, 5e-5, 7e-7, 1e-8, per_prefix_token=3e-5)
+def cpu_like_samples(truth: LinearStepModel, prefix_pairs: bool = True) -> list[tuple[StepShape, float]]:
+    """Decode steps and one-request prefills after up to 24,576 cached tokens, timed by ``truth``;
+    with ``prefix_pairs`` False the shapes do not tell the model about the padded prefix square."""
     rng = random.Random(1)
     samples = []
-    for _ in range(120):
+    for _ in range(160):
         if rng.random() < 0.5:
-            new, cached = rng.randint(16, 2048), rng.choice((0, 512, 2048))
-            shape = StepShape(1, new, cached + new, new * (cached + new / 2), True)
+            new, cached = rng.randint(16, 4096), rng.choice((0, 512, 2048, 8192, 16384, 24576))
+            shape = StepShape.of_prefill([(cached, new)], 0, 0)
         else:
             b = rng.randint(1, 32)
             shape = StepShape(b, b, b * rng.randint(32, 1100))
-        samples.append((shape, truth.step_time(shape) * (1 + rng.gauss(0, 0.001))))
-    fit = fit_linear(samples, relative=relative)
-    for name in ("fixed", "per_new_token", "per_prefix_token"):
-        assert getattr(fit, name) == pytest.approx(getattr(truth, name), rel=0.1), name
+        seconds = truth.step_time(shape) * (1 + rng.gauss(0, 0.001))
+        samples.append((shape if prefix_pairs else replace(shape, prefix_pairs=0.0), seconds))
+    return samples
+
+
+CPU_LIKE = LinearStepModel(3e-3, 2e-4, 5e-5, 7e-7, 1e-8, per_prefix_token=1e-5, per_prefix_pair=2e-8)
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_fit_recovers_the_prefix_terms(relative: bool) -> None:
+    fit = fit_linear(cpu_like_samples(CPU_LIKE), relative=relative)
+    for name in ("fixed", "per_new_token", "per_prefix_token", "per_prefix_pair", "per_attention_pair"):
+        assert getattr(fit, name) == pytest.approx(getattr(CPU_LIKE, name), rel=0.1), name
+
+
+def test_without_the_prefix_square_long_prefills_are_mispredicted() -> None:
+    """The control: a fit blind to the padded prefix square misses prefills after long prefixes."""
+    fit = fit_linear(cpu_like_samples(CPU_LIKE, prefix_pairs=False), relative=True)
+    long = StepShape.of_prefill([(24576, 1024)], 0, 0)
+    assert fit.step_time(replace(long, prefix_pairs=0.0)) < 0.8 * CPU_LIKE.step_time(long)
+
+
+def test_a_prefill_shape_counts_the_padded_square() -> None:
+    """SGLang's CPU attention computes (p + n)^2 / 2 pairs for n new tokens after p cached ones:
+    the real pairs n * (p + n/2) plus the prefix's own p^2 / 2."""
+    shape = StepShape.of_prefill([(3000, 1000), (0, 500)], decoding=2, decode_context=700)
+    assert (shape.requests, shape.new_tokens, shape.context_tokens) == (4, 1502, 4500 + 700)
+    assert shape.attention_pairs + shape.prefix_pairs == 4000**2 / 2 + 500**2 / 2 + 700
+    assert shape.prefix_pairs == 3000**2 / 2 and shape.prefill
+
+
+def test_a_measurement_csv_without_prefix_pairs_gets_them_from_its_shape(tmp_path: Path) -> None:
+    path = tmp_path / "steps.csv"
+    path.write_text("requests,new_tokens,context_tokens,attention_pairs,seconds,prefill\n"
+                    "1,1024,9216,8912896,1.0,1\n4,4,16480,0,0.01,0\n")
+    (prefill, _), (decode, _) = read_samples(path)
+    assert prefill.prefix_pairs == 8192**2 / 2 and decode.prefix_pairs == 0
 
 
 def test_sglang_defaults_follow_its_rules() -> None:

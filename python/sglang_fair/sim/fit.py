@@ -1,12 +1,15 @@
 """Fit a linear step-time model to measured step times and use it in the simulator.
 
-    python -m sglang_fair.sim.fit [--relative] steps.csv > model.json
+    python -m sglang_fair.sim.fit [--relative] steps.csv [more.csv ...] > model.json
     sglang-fair sim --step-model model.json ...
 
 ``steps.csv`` has one measured step per row: ``requests,new_tokens,context_tokens,attention_pairs,
-seconds[,prefill]`` (``attention_pairs`` may be omitted: 0; ``prefill`` 1/0, when omitted a row is a
-prefill step if it computes more tokens than it has requests). The JSON holds the coefficients of
-:class:`~sglang_fair.sim.steptime.LinearStepModel`; ``--relative`` minimizes relative errors.
+seconds[,prefill][,prefix_pairs]`` (``attention_pairs`` may be omitted: 0; ``prefill`` 1/0, when omitted a
+row is a prefill step if it computes more tokens than it has requests; ``prefix_pairs``, when omitted,
+is that of equal cached prefixes: r * (p/r)^2 / 2 for the p = context - new cached tokens of a prefill
+row's r requests, exact for the one-request prefills ``scripts/measure_cpu_steps.py`` measures). The
+JSON holds the coefficients of :class:`~sglang_fair.sim.steptime.LinearStepModel`; ``--relative``
+minimizes relative errors.
 """
 
 from __future__ import annotations
@@ -26,13 +29,17 @@ def read_samples(path: Path) -> list[tuple[StepShape, float]]:
     try:
         with path.open() as f:
             rows = list(csv.DictReader(f))
-        return [
-            (StepShape(int(r["requests"]), int(r["new_tokens"]), int(r["context_tokens"]),
-                       float(r.get("attention_pairs") or 0.0), _is_prefill(r)), float(r["seconds"]))
-            for r in rows
-        ]
-    except (OSError, KeyError, ValueError) as err:
+        return [(_shape(r), float(r["seconds"])) for r in rows]
+    except (OSError, KeyError, ValueError, ZeroDivisionError) as err:
         raise ConfigError(f"cannot read step measurements {str(path)!r}: {err}") from None
+
+
+def _shape(row: dict[str, str]) -> StepShape:
+    requests, new, context = int(row["requests"]), int(row["new_tokens"]), int(row["context_tokens"])
+    prefill = _is_prefill(row)
+    given = row.get("prefix_pairs")
+    pairs = float(given) if given else (context - new) ** 2 / (2 * requests) if prefill else 0.0
+    return StepShape(requests, new, context, float(row.get("attention_pairs") or 0.0), prefill, pairs)
 
 
 def _is_prefill(row: dict[str, str]) -> bool:
@@ -52,11 +59,12 @@ def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     relative = "--relative" in args
     args = [a for a in args if a != "--relative"]
-    if len(args) != 1:
+    if not args:
         print(__doc__, file=sys.stderr)
         return 2
     try:
-        model = fit_linear(read_samples(Path(args[0])), name=Path(args[0]).stem, relative=relative)
+        samples = [sample for arg in args for sample in read_samples(Path(arg))]
+        model = fit_linear(samples, name="+".join(Path(a).stem for a in args), relative=relative)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -134,12 +134,7 @@ class Formation:
         decode_context = sum(r.prompt_len + r.generated for r in decodes)
         n = len(decodes)
         if chunks:
-            shape = StepShape(
-                requests=len(chunks) + n,
-                new_tokens=sum(c for _, c in chunks) + n,
-                context_tokens=sum(r.prefilled + c for r, c in chunks) + decode_context,
-                attention_pairs=sum(c * (r.prefilled + c / 2) for r, c in chunks) + decode_context,
-                prefill=True)
+            shape = StepShape.of_prefill([(r.prefilled, c) for r, c in chunks], n, decode_context)
         else:  # a decode step, timed as the worker times its own
             shape = StepShape(requests=n, new_tokens=n, context_tokens=decode_context)
         kind = "prefill" if chunks else "decode"

@@ -4,14 +4,17 @@ The linear model (docs/simulator.md derives the presets) is
 
     t = fixed + per_request * requests + per_new_token * new_tokens
           + per_context_token * context_tokens + per_attention_pair * attention_pairs
-          + per_prefix_token * prefix_tokens
+          + per_prefix_token * prefix_tokens + per_prefix_pair * prefix_pairs
 
 ``new_tokens`` are tokens computed this step (prefill chunk tokens, one per decoding request);
 ``context_tokens`` the KV tokens read (each request's full KV length); ``attention_pairs`` the
 (query, key) pairs of prefill attention (a chunk of n new tokens after a prefix of p tokens: n*(p + n/2));
 ``prefix_tokens`` the KV tokens a prefill step reads before its new tokens (context - new; 0 in decode
-steps): SGLang's CPU torch_native backend gathers them per request at a far higher cost per token
-than decode attention reads them (docs/fidelity.md), the GPU presets leave it 0.
+steps), and ``prefix_pairs`` the (query, key) pairs among those prefix tokens, p*p/2 per request:
+SGLang's CPU torch_native backend pads each request's query to its whole KV length and runs causal
+attention over the full square (sglang/srt/layers/attention/torch_native_backend.py,
+``_run_sdpa_forward_extend``, ``per_req_query_redudant``), so a chunk after a long cached prefix costs
+(p + n)^2/2 pairs, not n*(p + n/2) (docs/fidelity.md). The GPU presets leave both terms 0.
 Coefficients can be fitted from measured step times with :func:`fit_linear` (least squares, pure
 Python), so one model serves presets, CPU calibrations and GPU measurements.
 """
@@ -34,6 +37,20 @@ class StepShape:
     context_tokens: int
     attention_pairs: float = 0.0
     prefill: bool = False
+    prefix_pairs: float = 0.0
+
+    @classmethod
+    def of_prefill(cls, chunks: list[tuple[int, int]], decoding: int, decode_context: int) -> StepShape:
+        """A prefill step: ``chunks`` of (tokens already prefilled, new tokens) plus ``decoding``
+        requests holding ``decode_context`` KV tokens that decode in the same (mixed) step."""
+        return cls(
+            requests=len(chunks) + decoding,
+            new_tokens=sum(n for _, n in chunks) + decoding,
+            context_tokens=sum(p + n for p, n in chunks) + decode_context,
+            attention_pairs=sum(n * (p + n / 2) for p, n in chunks) + decode_context,
+            prefill=True,
+            prefix_pairs=sum(p * p / 2 for p, _ in chunks),
+        )
 
 
 class StepTimeModel(Protocol):
@@ -44,7 +61,7 @@ class StepTimeModel(Protocol):
 
 @dataclass(frozen=True)
 class LinearStepModel:
-    """fixed + per_request*r + per_new_token*n + per_context_token*c + per_attention_pair*a (seconds)."""
+    """The module's linear model (seconds)."""
 
     fixed: float
     per_request: float
@@ -53,6 +70,7 @@ class LinearStepModel:
     per_attention_pair: float = 0.0
     name: str = "custom"
     per_prefix_token: float = 0.0
+    per_prefix_pair: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -64,7 +82,7 @@ class LinearStepModel:
         return (self.fixed + self.per_request * shape.requests + self.per_new_token * shape.new_tokens
                 + self.per_context_token * shape.context_tokens
                 + self.per_attention_pair * shape.attention_pairs
-                + self.per_prefix_token * _prefix(shape))
+                + self.per_prefix_token * _prefix(shape) + self.per_prefix_pair * shape.prefix_pairs)
 
 
 def _prefix(shape: StepShape) -> int:
@@ -146,13 +164,15 @@ PRESETS: dict[str, tuple[Hardware, Model]] = {
 # Presets fitted from measured step times (docs/fidelity.md has how): (model, KV pool tokens,
 # context length, SGLang's default chunked-prefill size there).
 # cpu-tiny-llama: scripts/make_tiny_model.py's Llama on SGLang 0.5.23's CPU engine (torch_native
-# attention, OMP_NUM_THREADS=1, --max-total-tokens 60000) on a shared 2-core VM, 2026-11-23;
-# scripts/measure_cpu_steps.py, then python -m sglang_fair.sim.fit --relative (median error 16%).
+# attention, OMP_NUM_THREADS=1, --max-total-tokens 60000, chunked prefill 4096) on an otherwise idle
+# 2-core VM, 2026-11-23: scripts/measure_cpu_steps.py --grid short and --grid long (prefill after up
+# to 24,576 cached tokens), then python -m sglang_fair.sim.fit --relative of both CSVs
+# (docs/fidelity/cpu_tiny_steps_quiet.csv, _quiet_long2.csv; median error 11% short, 6% long).
 FITTED: dict[str, tuple[LinearStepModel, int, int, int]] = {
     "cpu-tiny-llama": (LinearStepModel(
-        fixed=3.393e-3, per_request=2.157e-4, per_new_token=5.063e-5, per_context_token=6.648e-7,
-        per_attention_pair=1.350e-8, per_prefix_token=3.113e-5, name="tiny-llama@cpu (measured)"),
-        60000, 8192, 4096),
+        fixed=3.309e-3, per_request=1.229e-4, per_new_token=5.135e-5, per_context_token=6.145e-7,
+        per_attention_pair=1.276e-8, per_prefix_token=1.153e-5, per_prefix_pair=2.310e-8,
+        name="tiny-llama@cpu (measured)"), 60000, 8192, 4096),
 }
 PRESET_NAMES = (*PRESETS, *FITTED)
 
@@ -198,8 +218,8 @@ def fit_linear(samples: list[tuple[StepShape, float]], name: str = "fitted",
     steps count as much as 100 ms prefills.
     """
     require(len(samples) >= 2, "fit_linear needs at least 2 samples")
-    active = [True] * 6
-    for _ in range(6):
+    active = [True] * FEATURES
+    for _ in range(FEATURES):
         coef = _solve(samples, active, ridge, relative)
         negative = [i for i, c in enumerate(coef) if active[i] and c < 0]
         if not negative:
@@ -209,18 +229,21 @@ def fit_linear(samples: list[tuple[StepShape, float]], name: str = "fitted",
     coef = [max(0.0, c) for c in coef]
     if coef[0] == 0 and coef[2] == 0:
         coef[0] = min(t for _, t in samples)
-    fixed, per_request, per_new, per_ctx, per_pair, per_prefix = coef
-    return LinearStepModel(fixed, per_request, per_new, per_ctx, per_pair, name, per_prefix)
+    fixed, per_request, per_new, per_ctx, per_pair, per_prefix, per_prefix_pair = coef
+    return LinearStepModel(fixed, per_request, per_new, per_ctx, per_pair, name, per_prefix, per_prefix_pair)
+
+
+FEATURES = 7
 
 
 def _features(s: StepShape) -> list[float]:
     return [1.0, float(s.requests), float(s.new_tokens), float(s.context_tokens), float(s.attention_pairs),
-            float(_prefix(s))]
+            float(_prefix(s)), s.prefix_pairs]
 
 
 def _solve(samples: list[tuple[StepShape, float]], active: list[bool], ridge: float,
            relative: bool = False) -> list[float]:
-    idx = [i for i in range(6) if active[i]]
+    idx = [i for i in range(FEATURES) if active[i]]
     weight = [1.0 / t if relative and t > 0 else 1.0 for _, t in samples]
     rows = [[_features(s)[i] * w for i in idx] for (s, _), w in zip(samples, weight, strict=True)]
     scale = [max(1e-30, max(abs(r[j]) for r in rows)) for j in range(len(idx))]
@@ -230,7 +253,7 @@ def _solve(samples: list[tuple[StepShape, float]], active: list[bool], ridge: fl
     ata = [[sum(r[a] * r[b] for r in rows) + (ridge if a == b else 0.0) for b in range(k)] for a in range(k)]
     aty = [sum(r[a] * y for r, y in zip(rows, ys, strict=True)) for a in range(k)]
     sol = solve_linear(ata, aty)
-    coef = [0.0] * 6
+    coef = [0.0] * FEATURES
     for j, i in enumerate(idx):
         coef[i] = sol[j] / scale[j]
     return coef

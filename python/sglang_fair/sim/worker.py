@@ -184,13 +184,7 @@ class EngineWorker:
         # check_decode_mem after admission); otherwise they sit out, unretracted
         decoding = running if mixed and cache.free_tokens + cache.evictable_tokens >= running else 0
         decode_context = self.batch.context if decoding else 0
-        shape = StepShape(
-            requests=len(batch) + decoding,
-            new_tokens=sum(n for _, n in batch) + decoding,
-            context_tokens=sum(r.prefilled + n for r, n in batch) + decode_context,
-            attention_pairs=sum(n * (r.prefilled + n / 2) for r, n in batch) + decode_context,
-            prefill=True,
-        )
+        shape = StepShape.of_prefill([(r.prefilled, n) for r, n in batch], decoding, decode_context)
         return StepPlan("prefill", batch, [self.model.step_time(shape)], decoding=decoding)
 
     def _plan_decode(self) -> StepPlan | None:
