@@ -59,8 +59,8 @@ def experiments(a: argparse.Namespace) -> dict[str, list[Point]]:
         "fig7": [Point(wl, sc, dp, router=r, policy=p)
                  for wl in a.workloads for sc in ("s1", "s2") for dp in (a.qa_dps if wl == "qa" else a.dps)
                  for r, p in _pairs(dp)],
-        "fig10": [Point("tot", sc, 4, router=r, policy=p, q_w=qw)
-                  for sc in ("s1", "none") for r, p in _pairs(4)
+        "fig10": [Point("tot", sc, dp, router=r, policy=p, q_w=qw)
+                  for dp in a.fig10_dps for sc in ("s1", "none") for r, p in _pairs(dp)
                   for qw in (a.qws if r.startswith("d2lpm") else [0.0])],
         "fig9": [Point("tot", "s2", 4, A10, router=r, policy=p, branches=3) for r, p in _pairs(4)],
         "fig11": [Point("tot", dp=1, preset=A10, policy=p, clients=n) for n in a.clients
@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--qa-dps", default="1,2", help="fig7's D for QA (the costliest workload to simulate)")
     p.add_argument("--qus", default="1024,4096,16384,65536", help="fig1's DLPM quanta")
     p.add_argument("--qws", default="2048,16384,131072", help="fig10's D²LPM quanta")
+    p.add_argument("--fig10-dps", default="4", help="fig10's data-parallel degrees (the paper: 8)")
     p.add_argument("--clients", default="5,10,20,50", help="fig11's client counts")
     p.add_argument("--out", default=str(ROOT / "docs"))
     p.add_argument("--capacity-only", action="store_true", help="measure the capacities, run nothing else")
@@ -165,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     a.seeds = [int(x) for x in a.seeds.split(",")]
     a.dps = [int(x) for x in a.dps.split(",")]
     a.qa_dps = [int(x) for x in a.qa_dps.split(",")]
+    a.fig10_dps = [int(x) for x in a.fig10_dps.split(",")]
     a.workloads = a.workloads.split(",")
     a.qus = [float(x) for x in a.qus.split(",")]
     a.qws = [float(x) for x in a.qws.split(",")]

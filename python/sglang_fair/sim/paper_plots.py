@@ -141,7 +141,7 @@ QUEUE_METRICS = ["mean_wait_s", "mean_decode_batch", "retractions"]  # fig1mem: 
 COLS = {"fig1": ["scheduler", "q_u", "rate"], "fig1mem": ["scheduler", "q_u", "rate"],
         "fig7": ["workload", "scenario", "dp", "scheduler", "rate"],
         "fig8": ["scheduler", "rate"], "fig9": ["scheduler", "rate"],
-        "fig10": ["scenario", "scheduler", "q_w"],
+        "fig10": ["dp", "scenario", "scheduler", "q_w"],
         "fig11": ["clients", "scheduler", "rate"], "fig12": ["load", "scheduler", "rate"],
         "loads": ["workload", "load", "scheduler", "rate"]}
 TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1, above capacity",
@@ -149,7 +149,7 @@ TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1, above capacity",
           "fig7": "Fig. 7: A100 + 8B, above capacity",
           "fig8": "Fig. 8: Chatbot Arena multi-turn, D=2, A10 + 3B, above capacity",
           "fig9": "Fig. 9: ToT S2 (c0: 10x longer question), 3 branches, D=4, A10 + 3B, above capacity",
-          "fig10": "Fig. 10: Q^w at D=4, ToT, above capacity (a: S1, b: no misbehaving client)",
+          "fig10": "Fig. 10: Q^w, ToT, above capacity (a: S1, b: no misbehaving client; a row per D)",
           "fig11": "Fig. 11: 5-50 clients on one A10, ToT, 1.2x capacity in total",
           "fig12": "Fig. 12: mix on one A10 (c0, c1 multi-turn; c2 ToT; c3 judge)",
           "loads": "Named loads: ToT S1 and Judge S1 at D=4, 0.7x / 1.0x / 1.2x capacity"}
@@ -174,16 +174,18 @@ def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path:
             for ax in axes[i]:
                 ax.set_xticks(sorted({float(p["dp"]) if name == "fig7" else LOADS[p["load"]] for p in sub}))
         axes[0][0].legend(fontsize=6)
+    elif name == "fig10":
+        dps = sorted({p["dp"] for p in pts})
+        fig, axes = plt.subplots(len(dps), 2, figsize=(10, 3.8 * len(dps)), squeeze=False)
+        for row, dp in zip(axes, dps, strict=True):
+            for ax, sc in zip(row, ("s1", "none"), strict=True):
+                fig10([p for p in pts if p["scenario"] == sc and p["dp"] == dp], ax)
+                ax.set_title(f"({'a' if sc == 's1' else 'b'}) scenario {sc}, D={dp}", fontsize=8)
+            row[0].legend(fontsize=6)
     else:
-        wide = name == "fig10"
-        fig, axes = plt.subplots(1, 2 if wide else 1, figsize=(10 if wide else 5.5, 3.8), squeeze=False)
+        fig, axes = plt.subplots(1, 1, figsize=(5.5, 3.8), squeeze=False)
         if name in ("fig1", "fig1mem"):
             fig1(pts, axes[0][0])
-        elif name == "fig10":
-            for ax, sc in zip(axes[0], ("s1", "none"), strict=True):
-                fig10([p for p in pts if p["scenario"] == sc], ax)
-                ax.set_title(f"({'a' if sc == 's1' else 'b'}) scenario {sc}", fontsize=8)
-            axes[0][0].legend(fontsize=6)
         else:  # fig11
             lines(pts, [axes[0][0]], "clients", ("throughput",))
             axes[0][0].set_xlabel("clients")
