@@ -33,12 +33,25 @@ def get_json(url: str, timeout: float = 10.0, headers: dict[str, str] | None = N
         return json.loads(resp.read())
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float) -> None:
-    """Poll ``/health`` until it answers 200; raise if the process exits or time runs out."""
+class PortTaken(RuntimeError):
+    """The server's HTTP port was taken between choosing it and binding it (SGLang binds it only after
+    loading the model; its own processes pick ports meanwhile): its HTTP server failed, the rest waits."""
+
+
+PORT_TAKEN = b"address already in use"
+PORT_TRIES = 3
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float, log: Path | None = None,
+               since: int = 0) -> None:
+    """Poll ``/health`` until it answers 200; raise if the process exits, its ``log`` (from byte
+    ``since``) says its port was taken (:class:`PortTaken`), or time runs out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with code {proc.returncode} before becoming ready")
+        if log is not None and PORT_TAKEN in log.read_bytes()[since:]:
+            raise PortTaken(f"{url}: {PORT_TAKEN.decode()} (see {log})")
         try:
             with urllib.request.urlopen(url + "/health", timeout=2) as resp:
                 if resp.status == 200:
@@ -72,12 +85,8 @@ def running_server(
     without the plugin) with ``args``; yield its base URL.
 
     With ``dp_size`` > 1 the workers get one core each (``SGLANG_CPU_OMP_THREADS_BIND``; without
-    it SGLang's CPU engine asserts one NUMA node per rank)."""
-    port = free_port()
-    cmd = [sys.executable, "-m", module, "--model-path", str(model),
-           *CPU_FLAGS, "--port", str(port), *args]
-    if dp_size > 1:
-        cmd += ["--dp-size", str(dp_size)]
+    it SGLang's CPU engine asserts one NUMA node per rank). A port taken before the server bound it
+    is retried on another (up to ``PORT_TRIES`` times; the log keeps every try)."""
     # One OpenMP thread: on a small shared CPU, spinning OpenMP threads of an oversubscribed
     # torch stalled the tiny model for seconds at a time (measured: 13 vs 345 tokens/s).
     env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1")
@@ -85,13 +94,29 @@ def running_server(
     if dp_size > 1:
         cores = os.cpu_count() or 1
         env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", "|".join(str(r % cores) for r in range(dp_size)))
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    if started is not None:
-        started(proc)
+    log.write_bytes(b"")
+    for attempt in range(1, PORT_TRIES + 1):
+        port, since = free_port(), log.stat().st_size
+        cmd = [sys.executable, "-m", module, "--model-path", str(model), *CPU_FLAGS, "--port", str(port),
+               *args]
+        if dp_size > 1:
+            cmd += ["--dp-size", str(dp_size)]
+        with open(log, "ab") as fh:
+            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        url = f"http://127.0.0.1:{port}"
+        if started is not None:
+            started(proc)
+        try:
+            wait_ready(url, proc, timeout, log, since)
+            break
+        except PortTaken:
+            stop(proc)
+            if attempt == PORT_TRIES:
+                raise
+        except BaseException:
+            stop(proc)
+            raise
     try:
-        wait_ready(url, proc, timeout)
         yield url
     finally:
         stop(proc)
