@@ -81,6 +81,11 @@ CASES: dict[str, tuple[str, bytes, int]] = {
     "empty text (generate)": ("/generate", json.dumps({"text": "", "sampling_params": {"max_new_tokens": 2}})
                               .encode(), 400),
     "empty input_ids (generate)": ("/generate", json.dumps({"input_ids": []}).encode(), 400),
+    # token ids outside the vocabulary reached the embedding and crashed the scheduler (found by the
+    # generated requests below)
+    "token id -3 (completions)": ("/v1/completions", json.dumps({**GOOD, "prompt": [5, -3]}).encode(), 400),
+    "token id 10^6 (completions)": ("/v1/completions", json.dumps({**GOOD, "prompt": [10**6]}).encode(), 400),
+    "token id 10^6 (generate)": ("/generate", json.dumps({"input_ids": [1, 10**6]}).encode(), 400),
     "prompt over the context": ("/v1/completions", json.dumps({**GOOD, "prompt": "the " * 20_000}).encode(),
                                 400),
     "max_tokens 10^9": ("/v1/completions", json.dumps({**GOOD, "max_tokens": 10**9}).encode(), 400),

@@ -135,6 +135,8 @@ ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (SERVER_ARGS, ("dp_size", "schedule_policy", "api_key", "enable_priority_scheduling", "pp_size",
                    "tokenizer_worker_num", "grpc_port", "host")),
     (KV_EVENTS + "KVEventBatch", ("events",)),
+    (M + "tokenizer_manager.TokenizerManager", ("model_config",)),
+    ("sglang.srt.configs.model_config.ModelConfig", ("vocab_size",)),
 )
 
 

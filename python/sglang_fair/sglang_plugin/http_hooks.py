@@ -140,12 +140,20 @@ def sample_count(obj: Any) -> int:
 
 
 def validate_request(self: Any, obj: Any, input_ids: Any, *args: Any, **kwargs: Any) -> None:
-    """BEFORE ``TokenizerManager._validate_one_request``: a prompt of 0 tokens is refused (400).
-    SGLang 0.5.23 checks only the upper bound; a 0-token prompt on ``/generate`` (empty text with a
-    tokenizer that adds no BOS, or ``input_ids: []``) reached the model and crashed the scheduler,
-    and with it the server."""
-    if input_ids is not None and len(input_ids) == 0 and getattr(obj, "input_embeds", None) is None:
+    """BEFORE ``TokenizerManager._validate_one_request``: a prompt of 0 tokens, or with a token id
+    outside the model's vocabulary, is refused (400). SGLang 0.5.23 checks only the length's upper
+    bound; a 0-token prompt on ``/generate`` (empty text with a tokenizer that adds no BOS, or
+    ``input_ids: []``), and a token-id prompt such as ``[-3]`` or ``[vocab_size]`` on
+    ``/v1/completions``, reached the model's embedding and crashed the scheduler, and with it the
+    server."""
+    if input_ids is None or getattr(obj, "input_embeds", None) is not None:
+        return
+    if len(input_ids) == 0:
         raise ValueError("The prompt is empty (0 tokens); send at least one token")
+    vocab = self.model_config.vocab_size
+    bad = next((t for t in input_ids if not 0 <= t < vocab), None)
+    if bad is not None:
+        raise ValueError(f"Token id {bad} is outside the model's vocabulary [0, {vocab})")
 
 
 def batch_item(result: Any, self: Any, *args: Any, **kwargs: Any) -> Any:
