@@ -204,11 +204,22 @@ def test_a_prompt_of_zero_tokens_is_refused_before_the_scheduler() -> None:
     """Seen on the CPU server: ``/generate`` with empty text (the tiny tokenizer adds no BOS) crashed
     SGLang's scheduler in the model's forward (a 0-token extend), and the server with it."""
     obj = SimpleNamespace(input_embeds=None)
+    manager = SimpleNamespace(model_config=SimpleNamespace(vocab_size=8))
     with pytest.raises(ValueError, match="prompt is empty"):
-        http_hooks.validate_request(None, obj, [])
-    assert http_hooks.validate_request(None, obj, [5]) is None
-    assert http_hooks.validate_request(None, SimpleNamespace(input_embeds=[[0.1]]), []) is None
-    assert http_hooks.validate_request(None, obj, None) is None
+        http_hooks.validate_request(manager, obj, [])
+    assert http_hooks.validate_request(manager, obj, [5]) is None
+    assert http_hooks.validate_request(manager, SimpleNamespace(input_embeds=[[0.1]]), []) is None
+    assert http_hooks.validate_request(manager, obj, None) is None
+
+
+@pytest.mark.parametrize("ids", [[0, 8], [-1], [3, 2**40]])
+def test_a_token_id_outside_the_vocabulary_is_refused_before_the_scheduler(ids: list[int]) -> None:
+    """Seen in CI: ``"prompt": [-3]`` on /v1/completions crashed the scheduler (IndexError in the
+    embedding), and the server with it. The bounds are [0, vocab_size); 0 and 7 pass."""
+    manager = SimpleNamespace(model_config=SimpleNamespace(vocab_size=8))
+    with pytest.raises(ValueError, match="outside the model's vocabulary"):
+        http_hooks.validate_request(manager, SimpleNamespace(input_embeds=None), ids)
+    assert http_hooks.validate_request(manager, SimpleNamespace(input_embeds=None), [0, 7]) is None
 
 
 # ---- overload: a per-client bound on requests in flight ---------------------------------------------
