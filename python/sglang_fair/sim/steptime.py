@@ -208,6 +208,9 @@ def sglang_max_running(name: str, kv_tokens: int) -> int:
     return max(1, min(estimated, kv_tokens // 2))
 
 
+FEATURES = 7  # the model's coefficients, in _features' order
+
+
 def fit_linear(samples: list[tuple[StepShape, float]], name: str = "fitted",
                ridge: float = 1e-12, relative: bool = False) -> LinearStepModel:
     """Least-squares fit of a :class:`LinearStepModel` to (shape, measured seconds) samples.
@@ -231,9 +234,6 @@ def fit_linear(samples: list[tuple[StepShape, float]], name: str = "fitted",
         coef[0] = min(t for _, t in samples)
     fixed, per_request, per_new, per_ctx, per_pair, per_prefix, per_prefix_pair = coef
     return LinearStepModel(fixed, per_request, per_new, per_ctx, per_pair, name, per_prefix, per_prefix_pair)
-
-
-FEATURES = 7
 
 
 def _features(s: StepShape) -> list[float]:
