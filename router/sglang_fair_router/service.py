@@ -129,6 +129,7 @@ class RouterService:
             now = self.clock()
             if now - last_check >= min(0.5, self.config.heartbeat_timeout / 4):
                 self._check_liveness(now)
+                self._ask_again()
                 self.state.expire(now)
                 self._state_view = self._view()
                 gc.freeze()
@@ -152,7 +153,6 @@ class RouterService:
                 self._ask(worker, asks)
 
     def _check_liveness(self, now: float) -> None:
-        self._ask_again()
         alive = set(self.state.policy.alive)
         for rid, reason in self.state.check_liveness(now):
             self._fail(rid, reason)

@@ -37,8 +37,11 @@ def read_samples(path: Path) -> list[tuple[StepShape, float]]:
 def _shape(row: dict[str, str]) -> StepShape:
     requests, new, context = int(row["requests"]), int(row["new_tokens"]), int(row["context_tokens"])
     prefill = _is_prefill(row)
-    given = row.get("prefix_pairs")
-    pairs = float(given) if given else (context - new) ** 2 / (2 * requests) if prefill else 0.0
+    pairs = 0.0
+    if row.get("prefix_pairs"):
+        pairs = float(row["prefix_pairs"])
+    elif prefill:  # equal cached prefixes
+        pairs = (context - new) ** 2 / (2 * requests)
     return StepShape(requests, new, context, float(row.get("attention_pairs") or 0.0), prefill, pairs)
 
 
