@@ -17,6 +17,7 @@ import pytest
 import zmq
 
 from sglang_fair.core.global_tree import pack_tokens
+from sglang_fair.harness.server import free_ports
 from sglang_fair.routing import RouterConfig, make_routing_policy
 from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router import worker_msgs as wm
@@ -86,19 +87,11 @@ def test_other_policies_ignore_reports_and_a_dead_worker_forgets_its_budget() ->
     assert route(s, "r", 100) == 0
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_the_router_process_routes_by_the_fake_workers_reports() -> None:
     """``sglang-fair router --router-policy pab`` with two fake workers: worker 0 reports no budget
     left, worker 1 room for every request; /state shows the reports; then worker 0 gets the room."""
-    ep = [f"tcp://127.0.0.1:{free_port()}" for _ in range(5)]
-    http = free_port()
+    *ports, http = free_ports(6)  # distinct: a repeated port once sent a ZMQ greeting to the HTTP client
+    ep = [f"tcp://127.0.0.1:{port}" for port in ports]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), str(ROOT / "router")])}
     proc = subprocess.Popen([sys.executable, "-m", "sglang_fair.cli", "router", "--router-policy", "pab",
                              "--router-frontend", ep[0], "--router-failures", ep[1],

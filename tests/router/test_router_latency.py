@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import random
-import socket
 import threading
 import time
 
 import zmq
 
 from sglang_fair.core.global_tree import pack_tokens
+from sglang_fair.harness.server import free_ports
 from sglang_fair.routing import RouterConfig, make_routing_policy
 from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router.bench import BenchRouterConfig, run
@@ -18,12 +18,6 @@ from sglang_fair_router.config import ServiceConfig
 from sglang_fair_router.fake_worker import FakeWorker
 from sglang_fair_router.http import prometheus_text
 from sglang_fair_router.service import LatencyHistogram, RouterService
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def test_histogram_percentiles_window_and_overflow() -> None:
@@ -40,8 +34,8 @@ def test_histogram_percentiles_window_and_overflow() -> None:
 
 
 def test_router_reports_its_own_time_per_dispatch() -> None:
-    ep = lambda: f"tcp://127.0.0.1:{free_port()}"  # noqa: E731
-    cfg = ServiceConfig(frontend=ep(), failures=ep(), feedback=ep(), workers=",".join(ep() for _ in range(2)))
+    ep = [f"tcp://127.0.0.1:{port}" for port in free_ports(5)]
+    cfg = ServiceConfig(frontend=ep[0], failures=ep[1], feedback=ep[2], workers=",".join(ep[3:]))
     workers = [FakeWorker(i, e, cfg.feedback) for i, e in enumerate(cfg.worker_endpoints())]
     for w in workers:
         w.start()

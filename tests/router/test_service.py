@@ -12,6 +12,7 @@ import pytest
 import zmq
 
 from sglang_fair.core.global_tree import pack_tokens
+from sglang_fair.harness.server import free_port, free_ports
 from sglang_fair.routing import RouterConfig, make_routing_policy
 from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router.codec import encode
@@ -21,20 +22,12 @@ from sglang_fair_router.http import serve_state
 from sglang_fair_router.service import RouterService
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Rig:
     def __init__(self, workers: int, policy: str = "d2lpm",
                  clock: Callable[[], float] = time.monotonic) -> None:
-        ep = lambda: f"tcp://127.0.0.1:{free_port()}"  # noqa: E731
-        self.cfg = ServiceConfig(frontend=ep(), failures=ep(), feedback=ep(),
-                                 workers=",".join(ep() for _ in range(workers)), heartbeat_timeout=1.0)
+        ep = [f"tcp://127.0.0.1:{port}" for port in free_ports(3 + workers)]
+        self.cfg = ServiceConfig(frontend=ep[0], failures=ep[1], feedback=ep[2],
+                                 workers=",".join(ep[3:]), heartbeat_timeout=1.0)
         self.workers = [FakeWorker(i, e, self.cfg.feedback, heartbeat_s=0.1, clock=clock)
                         for i, e in enumerate(self.cfg.worker_endpoints())]
         for w in self.workers:

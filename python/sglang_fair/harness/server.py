@@ -21,10 +21,20 @@ CPU_FLAGS = (
 )
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports (all held open while chosen: ports chosen one at a time can repeat)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def get_json(url: str, timeout: float = 10.0, headers: dict[str, str] | None = None) -> Any:
