@@ -14,8 +14,8 @@ def tree_prefixes(cache: LocalRadixCache) -> set[tuple[int, ...]]:
     while stack:
         node, path = stack.pop()
         for child in node.children.values():
-            assert child.key and child.key[0] in node.children
-            full = path + tuple(child.key)
+            assert child.key and child.key[:4] in node.children and child.length == len(child.tokens)
+            full = path + child.tokens
             assert child.depth == len(full)
             out.update(full[:i] for i in range(len(path) + 1, len(full) + 1))
             stack.append((child, full))

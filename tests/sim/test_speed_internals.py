@@ -10,7 +10,7 @@ import pytest
 
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError
-from sglang_fair.core.global_tree import WIDTH, GlobalRadixTree, _common, pack_tokens, unpack_tokens
+from sglang_fair.core.global_tree import WIDTH, GlobalRadixTree, common_tokens, pack_tokens, unpack_tokens
 from sglang_fair.core.radix_cache import LocalRadixCache
 from sglang_fair.metrics.ledger import ServiceLedger
 from sglang_fair.sim.batch import steps_per_window
@@ -55,7 +55,7 @@ def _tree_state(cache: LocalRadixCache) -> list[tuple[tuple[int, ...], int, int,
     out, stack = [], [(cache.root, ())]
     while stack:
         node, path = stack.pop()
-        path = (*path, *node.key)
+        path = (*path, *node.tokens)
         out.append((path, node.depth, node.last_access, node.ref))
         stack.extend((child, path) for child in node.children.values())
     return sorted(out)
@@ -134,17 +134,17 @@ def test_common_prefix_of_packed_edges() -> None:
         expect = 0
         while expect < min(len(key), len(toks) - off) and key[expect] == toks[off + expect]:
             expect += 1
-        assert _common(pack_tokens(key), pack_tokens(toks), off * WIDTH) == expect
+        assert common_tokens(pack_tokens(key), pack_tokens(toks), off * WIDTH) == expect
 
 
 def test_output_past_prompt_is_the_full_sequence_past_the_tokens() -> None:
     req = EngineRequest(rid=0, client="c", tokens=[1, 2, 3], output_len=4, arrival=0.0,
                         output_ids=(10, 11, 12, 13))
     req.generated = 2
-    assert list(req.output_past_prompt()) == req.full_sequence()[3:] == [10, 11]
+    assert unpack_tokens(req.output_past_prompt()) == tuple(req.full_sequence()[3:]) == (10, 11)
     req.tokens = req.full_sequence()  # a retraction: the output so far becomes input
     req.generated = 4
-    assert list(req.output_past_prompt()) == req.full_sequence()[len(req.tokens):] == [12, 13]
+    assert unpack_tokens(req.output_past_prompt()) == tuple(req.full_sequence()[len(req.tokens):]) == (12, 13)
 
 
 def test_steps_per_window_counts_each_step_in_the_window_it_ends_in() -> None:

@@ -76,7 +76,7 @@ def worker_set(mask: int) -> frozenset[int]:
     return frozenset(out)
 
 
-def _common(key: bytes, toks: bytes, off: int) -> int:
+def common_tokens(key: bytes, toks: bytes, off: int) -> int:
     """Number of leading tokens ``key`` shares with ``toks[off:]`` (byte offsets, token result)."""
     if toks.startswith(key, off):  # the common case, the whole edge: compared in place, no slice copied
         return len(key) // WIDTH
@@ -110,10 +110,25 @@ class GlobalRadixTree:
 
         Returns ``(0, frozenset())`` when no worker holds even the first token.
         """
-        last = (0, 0)
-        for last in self._walk(tokens):  # noqa: B007 (the last step is the answer)
-            pass
-        return last[0], worker_set(last[1])
+        matched, mask = self.match_mask(tokens)
+        return matched, worker_set(mask)
+
+    def match_mask(self, tokens: TokenKey) -> tuple[int, int]:
+        """:meth:`longest_match` with the holders as a bit mask (bit w set: worker w holds it): the
+        router's hot path, one walk without a generator or a set."""
+        toks = pack_tokens(tokens)
+        node, off, mask, now = self.root, 0, 0, next(self._clock)
+        while off < len(toks):
+            child = node.children.get(toks[off : off + WIDTH])
+            if child is None or not child.workers:
+                break
+            child.last_access = now
+            common = common_tokens(child.key, toks, off)
+            off, mask = off + common * WIDTH, child.workers
+            if common < child.length:
+                break
+            node = child
+        return off // WIDTH, mask
 
     def match_lengths(self, tokens: TokenKey) -> dict[int, int]:
         """For every worker holding at least the first token of ``tokens``: how many leading tokens
@@ -134,7 +149,7 @@ class GlobalRadixTree:
             if child is None or not child.workers:
                 return
             child.last_access = now
-            common = _common(child.key, toks, off)
+            common = common_tokens(child.key, toks, off)
             off += common * WIDTH
             yield off // WIDTH, child.workers
             if common < child.length:
@@ -158,7 +173,7 @@ class GlobalRadixTree:
                 self.worker_tokens[worker] += leaf.length
                 self.nodes += 1
                 break
-            common = _common(child.key, toks, off)
+            common = common_tokens(child.key, toks, off)
             if common < child.length:
                 child = self._split(child, common)
             if not child.workers & bit:
@@ -186,7 +201,7 @@ class GlobalRadixTree:
             child = node.children.get(toks[pos * WIDTH : (pos + 1) * WIDTH])
             if child is None:
                 return
-            common = _common(child.key, toks, pos * WIDTH)
+            common = common_tokens(child.key, toks, pos * WIDTH)
             if pos + child.length > start:
                 if common <= start - pos:
                     return  # the path diverges before ``start``: nothing of it is recorded

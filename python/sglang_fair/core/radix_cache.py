@@ -8,33 +8,42 @@ cache does. Recency is a logical clock that advances on every match and insert: 
 A :class:`CacheListener` set as ``listener`` hears of every change that can move a prefix match:
 an insert (its tokens, how many were already cached, the node that ends there) and each evicted
 node. Splits move no match (the lower part keeps its identity), so they are not reported.
+
+Keys are kept packed, 4 bytes per token id (:func:`~sglang_fair.core.global_tree.pack_tokens`), as
+the router's tree keeps them: an edge compares in place (memcmp), an evicted path is the join of its
+nodes' keys, and the tree holds no Python ints for the collector to walk. Every method takes a
+sequence of ids or packed bytes and counts in tokens; a host that matches the same prompt many times
+(the simulator) passes packed bytes, which skips the conversion.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Sequence
-from itertools import chain
 from typing import NamedTuple, Protocol
 
 from sglang_fair.core.errors import ConfigError, require
-from sglang_fair.core.global_tree import pack_tokens, unpack_tokens
+from sglang_fair.core.global_tree import WIDTH, TokenKey, common_tokens, pack_tokens, unpack_tokens
 
 
 class CacheNode:
-    """One edge of the tree: ``key`` holds its tokens; ``ref`` counts running requests using it."""
+    """One edge of the tree: ``key`` holds its tokens packed; ``ref`` counts running requests using it."""
 
-    __slots__ = ("children", "depth", "key", "last_access", "packed", "parent", "ref")
+    __slots__ = ("children", "depth", "key", "last_access", "length", "parent", "ref")
 
-    def __init__(self, key: list[int], parent: CacheNode | None, depth: int) -> None:
+    def __init__(self, key: bytes, parent: CacheNode | None, depth: int) -> None:
         self.key = key
+        self.length = len(key) // WIDTH  # tokens of this edge
         self.parent = parent
         self.depth = depth  # tokens from the root to the end of this node
-        self.children: dict[int, CacheNode] = {}
+        self.children: dict[bytes, CacheNode] = {}  # by the first packed token of the child
         self.ref = 0
         self.last_access = 0
-        self.packed: bytes | None = None  # ``key`` packed (global_tree.pack_tokens), made on first need
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """This edge's token ids (for inspection; the tree compares ``key``)."""
+        return unpack_tokens(self.key)
 
 
 class Evicted(NamedTuple):
@@ -53,9 +62,9 @@ class Evicted(NamedTuple):
 class CacheListener(Protocol):
     """Told of the changes of a :class:`LocalRadixCache` that can change a prefix match."""
 
-    def on_insert(self, tokens: list[int], cached: int, node: CacheNode) -> None:
-        """``tokens[cached:]`` was added below ``node``, where ``tokens[:cached]`` ends (``tokens``
-        may start below the root: :meth:`LocalRadixCache.insert_below`)."""
+    def on_insert(self, tokens: bytes, cached: int, node: CacheNode) -> None:
+        """Tokens ``cached`` onwards of ``tokens`` (packed) were added below ``node``, where the
+        first ``cached`` end (``tokens`` may start below the root: :meth:`LocalRadixCache.insert_below`)."""
 
     def on_evict(self, node: CacheNode) -> None:
         """``node`` (a leaf) left the tree."""
@@ -67,7 +76,7 @@ class LocalRadixCache:
     def __init__(self, capacity: int) -> None:
         require(capacity > 0, f"cache capacity must be > 0, got {capacity}")
         self.capacity = capacity
-        self.root = CacheNode([], None, 0)
+        self.root = CacheNode(b"", None, 0)
         self.root.ref = 1  # the root is never evicted
         self.cached_tokens = 0
         self.evictable_tokens = 0
@@ -85,40 +94,38 @@ class LocalRadixCache:
         return self.capacity - self.cached_tokens - self.reserved_tokens
 
     # ---- lookup and insertion ---------------------------------------------------------------------
-    def match_prefix(self, tokens: Sequence[int]) -> tuple[int, CacheNode]:
+    def match_prefix(self, tokens: TokenKey) -> tuple[int, CacheNode]:
         """Longest cached prefix of ``tokens``: its length and the node that ends exactly there."""
-        tokens = as_token_list(tokens)
-        return self._match_from(self.root, tokens, 0, next(self._clock))
+        return self._match_from(self.root, pack_tokens(tokens), 0, next(self._clock))
 
-    def _match_from(self, node: CacheNode, tokens: list[int], pos: int, now: int) -> tuple[int, CacheNode]:
-        """:meth:`match_prefix` of ``tokens`` from ``node``, which ends at ``tokens[:pos]``."""
-        n = len(tokens)
-        while pos < n:
-            child = node.children.get(tokens[pos])
+    def _match_from(self, node: CacheNode, toks: bytes, pos: int, now: int) -> tuple[int, CacheNode]:
+        """:meth:`match_prefix` of packed ``toks`` from ``node``, which ends at token ``pos``."""
+        off, n = pos * WIDTH, len(toks)
+        while off < n:
+            child = node.children.get(toks[off : off + WIDTH])
             if child is None:
                 break
-            key = child.key
-            end = pos + len(key)
-            common = len(key) if key == tokens[pos:end] else common_len(key, tokens, pos)
             child.last_access = now
-            if common < len(key):
-                if common > 0:
-                    node = self._split(child, common)
-                    pos += common
-                break
-            node, pos = child, pos + len(key)
-        return pos, node
+            if toks.startswith(child.key, off):  # the whole edge, compared in place
+                node, off = child, off + len(child.key)
+                continue
+            common = common_tokens(child.key, toks, off)
+            if common > 0:  # a match ends mid-edge: split there, so it ends on a node
+                node = self._split(child, common)
+                off += common * WIDTH
+            break
+        return off // WIDTH, node
 
-    def insert(self, tokens: Sequence[int]) -> tuple[int, CacheNode]:
+    def insert(self, tokens: TokenKey) -> tuple[int, CacheNode]:
         """Add ``tokens`` to the tree; return how many tokens were new and the node ending at the end.
 
         The caller owns the pool space for the new tokens (a running request's reservation) and
         releases its reservation afterwards, so the pool never overflows here.
         """
-        tokens = as_token_list(tokens)
-        return self._add(tokens, *self.match_prefix(tokens))
+        toks = pack_tokens(tokens)
+        return self._add(toks, *self._match_from(self.root, toks, 0, next(self._clock)))
 
-    def insert_below(self, node: CacheNode, tokens: Sequence[int], start: int = 0) -> tuple[int, CacheNode]:
+    def insert_below(self, node: CacheNode, tokens: TokenKey, start: int = 0) -> tuple[int, CacheNode]:
         """:meth:`insert` of the path root..``node`` followed by ``tokens[start:]``, without comparing
         the path again: ``node`` must be locked (so it is still in the tree and ends where it did). The
         path is touched as a match from the root would touch it, so recency is the same."""
@@ -128,36 +135,36 @@ class LocalRadixCache:
         while cur is not self.root:
             cur.last_access = now
             cur = cur.parent  # type: ignore[assignment]
-        tokens = as_token_list(tokens)
-        matched, end = self._match_from(node, tokens, start, now)
-        return self._add(tokens, matched, end)
+        toks = pack_tokens(tokens)
+        return self._add(toks, *self._match_from(node, toks, start, now))
 
-    def _add(self, tokens: list[int], matched: int, node: CacheNode) -> tuple[int, CacheNode]:
-        """Hang ``tokens[matched:]`` below ``node`` (which ends where ``tokens[:matched]`` does)."""
-        if matched == len(tokens):
+    def _add(self, toks: bytes, matched: int, node: CacheNode) -> tuple[int, CacheNode]:
+        """Hang the tokens of packed ``toks`` from ``matched`` on below ``node`` (which ends where
+        the first ``matched`` do)."""
+        off = matched * WIDTH
+        if off == len(toks):
             return 0, node
         if self.listener is not None:
-            self.listener.on_insert(tokens, matched, node)
-        leaf = CacheNode(tokens[matched:], node, node.depth + len(tokens) - matched)
+            self.listener.on_insert(toks, matched, node)
+        leaf = CacheNode(toks[off:], node, node.depth + (len(toks) - off) // WIDTH)
         leaf.last_access = next(self._clock)
-        node.children[leaf.key[0]] = leaf
+        node.children[toks[off : off + WIDTH]] = leaf
         self._push_lru(leaf)
-        added = len(leaf.key)
-        self.cached_tokens += added
-        self.evictable_tokens += added
-        return added, leaf
+        self.cached_tokens += leaf.length
+        self.evictable_tokens += leaf.length
+        return leaf.length, leaf
 
     def _split(self, child: CacheNode, at: int) -> CacheNode:
         """Split ``child`` after ``at`` tokens; return the new upper node."""
         parent = child.parent
         assert parent is not None
-        upper = CacheNode(child.key[:at], parent, child.depth - len(child.key) + at)
+        upper = CacheNode(child.key[: at * WIDTH], parent, child.depth - child.length + at)
         upper.ref, upper.last_access = child.ref, child.last_access
-        child.key = child.key[at:]
-        child.packed = None
+        child.key = child.key[at * WIDTH :]
+        child.length -= at
         child.parent = upper
-        upper.children[child.key[0]] = child
-        parent.children[upper.key[0]] = upper
+        upper.children[child.key[:WIDTH]] = child
+        parent.children[upper.key[:WIDTH]] = upper
         return upper
 
     # ---- reference counts -------------------------------------------------------------------------
@@ -165,7 +172,7 @@ class LocalRadixCache:
         """A running request uses the path root..node: it must not be evicted."""
         while node is not self.root:
             if node.ref == 0:
-                self.evictable_tokens -= len(node.key)
+                self.evictable_tokens -= node.length
             node.ref += 1
             node = node.parent  # type: ignore[assignment]
 
@@ -174,7 +181,7 @@ class LocalRadixCache:
             require(node.ref > 0, "unlock of a node that is not locked")
             node.ref -= 1
             if node.ref == 0:
-                self.evictable_tokens += len(node.key)
+                self.evictable_tokens += node.length
                 if not node.children:
                     self._push_lru(node)
             node = node.parent  # type: ignore[assignment]
@@ -206,15 +213,15 @@ class LocalRadixCache:
                 break
             parent = leaf.parent
             assert parent is not None
-            evicted.append(Evicted(self._packed_path(leaf), leaf.depth - len(leaf.key)))
+            evicted.append(Evicted(self._packed_path(leaf), leaf.depth - leaf.length))
             self.evicted.append(evicted[-1])
             if self.listener is not None:
                 self.listener.on_evict(leaf)
-            del parent.children[leaf.key[0]]
+            del parent.children[leaf.key[:WIDTH]]
             leaf.parent = None
-            freed += len(leaf.key)
-            self.cached_tokens -= len(leaf.key)
-            self.evictable_tokens -= len(leaf.key)
+            freed += leaf.length
+            self.cached_tokens -= leaf.length
+            self.evictable_tokens -= leaf.length
             if parent is not self.root and not parent.children and parent.ref == 0:
                 self._push_lru(parent)
         return evicted
@@ -250,45 +257,16 @@ class LocalRadixCache:
         return leaves
 
     @staticmethod
-    def _path(node: CacheNode) -> tuple[int, ...]:
-        parts: list[list[int]] = []
+    def _packed_path(node: CacheNode) -> bytes:
+        """root..node, packed."""
+        parts: list[bytes] = []
         cur: CacheNode | None = node
         while cur is not None and cur.parent is not None:
             parts.append(cur.key)
             cur = cur.parent
-        return tuple(chain.from_iterable(reversed(parts)))
-
-    @staticmethod
-    def _packed_path(node: CacheNode) -> bytes:
-        """root..node packed; each node keeps its packed key, so shared ancestors are packed once."""
-        parts: list[bytes] = []
-        cur: CacheNode | None = node
-        while cur is not None and cur.parent is not None:
-            if cur.packed is None:
-                cur.packed = pack_tokens(cur.key)
-            parts.append(cur.packed)
-            cur = cur.parent
         parts.reverse()
         return b"".join(parts)
 
-
-def as_token_list(tokens: Sequence[int]) -> list[int]:
-    """Token ids as a list, the one type the trees store and compare (slices compare in C)."""
-    return tokens if isinstance(tokens, list) else list(tokens)
-
-
-def common_len(key: list[int], tokens: list[int], pos: int) -> int:
-    """Length of the common prefix of ``key`` and ``tokens[pos:]``."""
-    n = min(len(key), len(tokens) - pos)
-    if n == len(key) and key == tokens[pos : pos + n]:  # the common case: the whole edge matches
-        return n
-    if key[:n] == tokens[pos : pos + n]:
-        return n
-    lo, hi = 0, n  # binary search on equal-prefix length: slices compare in C
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if key[:mid] == tokens[pos : pos + mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    @classmethod
+    def _path(cls, node: CacheNode) -> tuple[int, ...]:
+        return unpack_tokens(cls._packed_path(node))

@@ -38,7 +38,7 @@ class D2LPM(RoutingPolicy):
 
     def choose(self, req: RouteRequest) -> int:
         q, alive = self.counters(req.client), self.alive
-        if max(q[w] for w in alive) <= 0:  # lines 5-6, all rounds at once: the fewest that suffice
+        if max(map(q.__getitem__, alive)) <= 0:  # lines 5-6, all rounds at once: the fewest that suffice
             quantum = self.config.quantum * self.config.cost.weight(req.client)
             rounds = min(math.floor(-q[w] / quantum) + 1 for w in alive)
             for w in self.workers:
@@ -50,8 +50,8 @@ class D2LPM(RoutingPolicy):
     def pick(self, req: RouteRequest, available: list[int]) -> int:
         """Lines 7-8 and 13: the least-queued worker of G ∩ G_avail, else of G_avail (``available``,
         the live workers where the client's counter is positive; never empty)."""
-        _, holders = self.tree.longest_match(req.tokens)
-        candidates = [w for w in available if w in holders]
+        holders = self.tree.match_mask(req.tokens)[1]
+        candidates = [w for w in available if holders >> w & 1]
         return least_loaded(candidates or available, self.queue)
 
     def on_finish(self, worker: int, client: str, output_tokens: int) -> None:

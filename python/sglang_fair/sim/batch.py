@@ -114,7 +114,7 @@ class StepBudget:
         w = self.w
         if self.exhausted():
             return False
-        cached, node = w.cache.match_prefix(req.tokens)  # evictions for earlier admissions may shorten it
+        cached, node = w.cache.match_prefix(req.packed)  # evictions for earlier admissions may shorten it
         extend = req.input_len - cached
         output = req.output_len - req.generated  # a new request reserves all its output
         if extend > self.tokens_left and self.chunk_taken:

@@ -28,10 +28,11 @@ from collections.abc import Iterator
 
 from sglang_fair.admission.lpm import LpmQueue
 from sglang_fair.core.buckets import unlink
+from sglang_fair.core.global_tree import WIDTH
 from sglang_fair.core.radix_cache import CacheNode, LocalRadixCache
 from sglang_fair.sim.request import EngineRequest
 
-Stop = tuple[CacheNode, int]  # (node a match ends at, the request's next token)
+Stop = tuple[CacheNode, bytes]  # (node a match ends at, the request's next token, packed)
 
 
 class WaitingQueue:
@@ -88,13 +89,14 @@ class WaitingQueue:
             key = id(req.key) if req.key is not None else None
             hit = memo.get(key) if key is not None else None
             if hit is None:
-                hit = self.cache.match_prefix(req.tokens)
+                hit = self.cache.match_prefix(req.packed)
                 self.matches += 1
                 if key is not None:
                     memo[key] = hit
             req.cached_len, node = hit
             self._unindex(rid)
-            stop = (node, req.tokens[req.cached_len]) if req.cached_len < len(req.tokens) else None
+            at = req.cached_len * WIDTH
+            stop = (node, req.packed[at : at + WIDTH]) if at < len(req.packed) else None
             self._entry[rid] = (node, stop)
             self._by_node[node].add(rid)
             if stop is not None:
@@ -115,8 +117,8 @@ class WaitingQueue:
             self._pending[rid] = self._reqs[rid]
 
     # ---- CacheListener ---------------------------------------------------------------------------
-    def on_insert(self, tokens: list[int], cached: int, node: CacheNode) -> None:
-        self._stale(self._by_stop.get((node, tokens[cached])))
+    def on_insert(self, tokens: bytes, cached: int, node: CacheNode) -> None:
+        self._stale(self._by_stop.get((node, tokens[cached * WIDTH : (cached + 1) * WIDTH])))
 
     def on_evict(self, node: CacheNode) -> None:
         self._stale(self._by_node.get(node))

@@ -45,6 +45,7 @@ import bisect
 from sglang_fair.admission import AdmissionPolicy
 from sglang_fair.batching import BatchingConfig, BatchingPolicy, SLOTable
 from sglang_fair.core.errors import ConfigError, require
+from sglang_fair.core.global_tree import pack_tokens
 from sglang_fair.core.radix_cache import Evicted, LocalRadixCache
 from sglang_fair.sim.batch import StepBudget, StepOutcome, StepPlan
 from sglang_fair.sim.config import EngineConfig
@@ -230,12 +231,13 @@ class EngineWorker:
         self.batch.remove(req)
         cache = self.cache
         full = req.full_sequence()
-        cache.insert(full)  # its KV stays as evictable cache (SGLang)
+        packed = pack_tokens(full)
+        cache.insert(packed)  # its KV stays as evictable cache (SGLang)
         assert req.node is not None
         cache.unlock(req.node)
         cache.release(req.reserved)
         req.node, req.reserved = None, 0
-        req.tokens, req.prefilled, req.cached_len, req.key = full, 0, 0, None
+        req.tokens, req.packed, req.prefilled, req.cached_len, req.key = full, packed, 0, 0, None
         self.policy.on_retract(req)
         self.waiting.append(req)
         self._retracted.append(req)
@@ -283,7 +285,7 @@ class EngineWorker:
     def prefill_done(self, req: EngineRequest, out: StepOutcome) -> None:
         """``req``'s prefill completed: its prompt enters the cache, its first token is out."""
         assert req.node is not None  # the reused prefix, locked at admission
-        node = self.cache.insert_below(req.node, req.tokens, req.node.depth)[1]  # shared while it runs
+        node = self.cache.insert_below(req.node, req.packed, req.node.depth)[1]  # shared while it runs
         self.cache.lock(node)
         self.cache.unlock(req.node)
         self.cache.release(req.extend_reserved)

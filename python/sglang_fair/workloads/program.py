@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sglang_fair.workloads.tokens import output_tokens, seeded_rng
+from sglang_fair.workloads.tokens import output_tokens
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ class ProgramRun:
     done: set[int] = field(default_factory=set)
     released: set[int] = field(default_factory=set)
     _prompts: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    _outputs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    _outputs: dict[int, tuple[tuple[int, ...], bytes]] = field(default_factory=dict)
     _children: dict[int, list[int]] = field(default_factory=dict)
     _by_parts: dict[tuple[Part, ...], tuple[int, ...]] = field(default_factory=dict)
 
@@ -93,9 +93,13 @@ class ProgramRun:
         return len(self.done) == len(self.program.calls)
 
     def output(self, call: int) -> tuple[int, ...]:
+        return self.outputs(call)[0]
+
+    def outputs(self, call: int) -> tuple[tuple[int, ...], bytes]:
+        """The ids ``call`` generates, and them packed (:func:`.tokens.output_tokens`)."""
         if call not in self._outputs:
-            rng = seeded_rng("out", self.program.seed, self.program.pid, call)
-            self._outputs[call] = output_tokens(rng, self.program.calls[call].output_len)
+            n = self.program.calls[call].output_len
+            self._outputs[call] = output_tokens(n, "out", self.program.seed, self.program.pid, call)
         return self._outputs[call]
 
     def prompt(self, call: int) -> tuple[int, ...]:

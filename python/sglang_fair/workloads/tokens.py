@@ -16,6 +16,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Protocol
 
+from sglang_fair.core.global_tree import WIDTH, pack_tokens
+
 VOCAB = 50257
 _PIECE = re.compile(r" ?[A-Za-z0-9]{1,4}| ?[^\sA-Za-z0-9]|\s+")
 
@@ -77,12 +79,34 @@ def random_tokens(rng: random.Random, n: int) -> tuple[int, ...]:
     return tuple(x % VOCAB for x in memoryview(rng.randbytes(4 * n)).cast("I"))
 
 
-def output_tokens(rng: random.Random, n: int) -> tuple[int, ...]:
-    """``n`` ids standing for generated text: a run of consecutive ids above the vocabulary from a
-    random base below 2^31 (ids fit in 32 bits; runs of different calls almost never overlap, and an
-    overlap matters only after an identical prefix); cheap to make."""
-    base = VOCAB + rng.randrange(1 << 31)
-    return tuple(range(base, base + n))
+_FILLER: list[tuple[int, ...] | bytes] = [(), b""]  # the output filler's ids and them packed
+
+
+def output_tokens(n: int, *parts: object) -> tuple[tuple[int, ...], bytes]:
+    """``n`` ids standing for the text a call generates, fixed by ``parts`` (e.g. seed, program,
+    call), and them packed (:func:`~sglang_fair.core.global_tree.pack_tokens`).
+
+    The first id is hashed from ``parts`` to above the vocabulary (below 2^32); the rest is a filler
+    every output shares. The caches compare an output only after the identical prefix before it (the
+    call's prompt), where distinct first ids part two outputs at once: prefix matches are those of
+    outputs distinct throughout, for one hash and two slices per call (a seeded ``random.Random``
+    per call, and a tuple and a packing of each output, had cost a tenth of a simulation)."""
+    if n <= 0:
+        return (), b""
+    digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=4).digest()
+    head = VOCAB + (int.from_bytes(digest, "little") & 0x7FFFFFFF)
+    ids, packed = _filler(n - 1)
+    return (head, *ids), pack_tokens((head,)) + packed
+
+
+def _filler(n: int) -> tuple[tuple[int, ...], bytes]:
+    ids, packed = _FILLER
+    assert isinstance(ids, tuple) and isinstance(packed, bytes)
+    if len(ids) < n:  # grown by doubling: made a few times per process
+        ids = tuple(range(VOCAB, VOCAB + max(n, 2 * len(ids))))
+        packed = pack_tokens(ids)
+        _FILLER[:] = ids, packed
+    return ids[:n], packed[: WIDTH * n]
 
 
 def seeded_rng(*parts: object) -> random.Random:
