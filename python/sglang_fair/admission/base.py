@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, TypeVar
 
 from sglang_fair.core.cost import CostModel
-from sglang_fair.core.errors import require
+from sglang_fair.core.errors import ConfigError, require
 
 
 class WaitingRequest(Protocol):
@@ -184,7 +184,8 @@ class AdmissionPolicy(ABC):
     def _admit(self, req: WaitingRequest) -> float:
         """Move ``req`` from queued to running; return the extend cost to charge (0 if already paid)."""
         book = self.book
-        require(book.queued[req.client] > 0, f"admission of {req.rid!r}: client has no queued request")
+        if book.queued[req.client] <= 0:  # not require(): its message would be formatted at every admission
+            raise ConfigError(f"admission of {req.rid!r}: client has no queued request")
         book.queued[req.client] -= 1
         book.running[req.client] += 1
         if req.rid in book.charged_rids:

@@ -10,15 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sglang_fair.core.global_tree import WIDTH, pack_tokens
+from sglang_fair.core.global_tree import WIDTH, pack_tokens, unpack_tokens
 from sglang_fair.core.radix_cache import CacheNode
 
 
 @dataclass(eq=False)
 class EngineRequest:
     """One LLM call. ``tokens`` is the prompt (after a retraction: prompt + output so far);
-    ``output_ids`` the tokens it will produce; ``packed`` is ``tokens`` packed (the key the caches
-    and the router compare; made from ``tokens`` when not given, kept with it after a retraction)."""
+    ``output_ids`` the tokens it will produce, or ``output_packed`` them packed (the simulator gives
+    them packed; ids given are packed on first need). ``packed`` is ``tokens`` packed (the key the
+    caches and the router compare; made from ``tokens`` when not given, kept with it after a retraction)."""
 
     rid: int
     client: str
@@ -39,7 +40,7 @@ class EngineRequest:
     prefills: int = 0  # completed prefills (more than 1 after a retraction)
     key: object = None  # equal prompts share a key object (None after a retraction): one match for all
     packed: bytes = b""
-    output_packed: bytes = b""  # ``output_ids`` packed (made on first need when not given)
+    output_packed: bytes = b""
     sync_clock: int = 0  # while running: the worker's decode clock when generated/reserved were last updated
     finish_clock: int = 0  # while running: the decode clock at which the request produces its last token
     slo: tuple[float | None, float | None] | None = None  # its own (TTFT, TPOT) targets (batching/slo.py)
@@ -58,11 +59,14 @@ class EngineRequest:
         return self.generated >= self.output_len
 
     def full_sequence(self) -> list[int]:
-        return self.tokens[: self.prompt_len] + list(self.output_ids[: self.generated])
+        return [*self.tokens[: self.prompt_len], *unpack_tokens(self._output()[: WIDTH * self.generated])]
 
     def output_past_prompt(self) -> bytes:
         """``full_sequence()[input_len:]`` packed: the output generated beyond ``tokens`` (which holds
         the output of earlier runs after a retraction), without copying the prompt."""
-        if len(self.output_packed) != WIDTH * len(self.output_ids):
+        return self._output()[WIDTH * (len(self.tokens) - self.prompt_len) : WIDTH * self.generated]
+
+    def _output(self) -> bytes:
+        if not self.output_packed and self.output_ids:
             self.output_packed = pack_tokens(self.output_ids)
-        return self.output_packed[WIDTH * (len(self.tokens) - self.prompt_len) : WIDTH * self.generated]
+        return self.output_packed

@@ -151,10 +151,9 @@ class Simulator:
             self._prompt = (shared, list(shared), pack_tokens(shared))
         _, prompt, packed = self._prompt  # nothing changes a request's tokens in place: siblings share them
         rid = len(self.requests)
-        output, output_packed = run.outputs(call)
         req = EngineRequest(rid=rid, client=p.client, tokens=prompt, output_len=p.calls[call].output_len,
-                            arrival=self.now, output_ids=output, pid=p.pid, call=call, prompt_len=len(prompt),
-                            key=shared, packed=packed, output_packed=output_packed, slo=p.calls[call].slo)
+                            arrival=self.now, output_packed=run.output_packed(call), pid=p.pid, call=call,
+                            prompt_len=len(prompt), key=shared, packed=packed, slo=p.calls[call].slo)
         self.requests.append(RequestRecord(rid, p.pid, p.client, self.now, len(prompt), req.output_len))
         if self.slo is not None:
             self.slo.on_dispatch(req)

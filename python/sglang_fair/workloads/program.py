@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sglang_fair.core.global_tree import unpack_tokens
 from sglang_fair.workloads.tokens import output_tokens
 
 
@@ -60,7 +61,7 @@ class ProgramRun:
     done: set[int] = field(default_factory=set)
     released: set[int] = field(default_factory=set)
     _prompts: dict[int, tuple[int, ...]] = field(default_factory=dict)
-    _outputs: dict[int, tuple[tuple[int, ...], bytes]] = field(default_factory=dict)
+    _outputs: dict[int, bytes] = field(default_factory=dict)  # packed
     _children: dict[int, list[int]] = field(default_factory=dict)
     _by_parts: dict[tuple[Part, ...], tuple[int, ...]] = field(default_factory=dict)
 
@@ -93,10 +94,11 @@ class ProgramRun:
         return len(self.done) == len(self.program.calls)
 
     def output(self, call: int) -> tuple[int, ...]:
-        return self.outputs(call)[0]
+        """The ids ``call`` generates (:func:`.tokens.output_tokens`)."""
+        return unpack_tokens(self.output_packed(call))
 
-    def outputs(self, call: int) -> tuple[tuple[int, ...], bytes]:
-        """The ids ``call`` generates, and them packed (:func:`.tokens.output_tokens`)."""
+    def output_packed(self, call: int) -> bytes:
+        """:meth:`output` packed (:func:`~sglang_fair.core.global_tree.pack_tokens`)."""
         if call not in self._outputs:
             n = self.program.calls[call].output_len
             self._outputs[call] = output_tokens(n, "out", self.program.seed, self.program.pid, call)

@@ -79,34 +79,25 @@ def random_tokens(rng: random.Random, n: int) -> tuple[int, ...]:
     return tuple(x % VOCAB for x in memoryview(rng.randbytes(4 * n)).cast("I"))
 
 
-_FILLER: list[tuple[int, ...] | bytes] = [(), b""]  # the output filler's ids and them packed
+_FILLER = [b""]  # the output filler, packed
 
 
-def output_tokens(n: int, *parts: object) -> tuple[tuple[int, ...], bytes]:
+def output_tokens(n: int, *parts: object) -> bytes:
     """``n`` ids standing for the text a call generates, fixed by ``parts`` (e.g. seed, program,
-    call), and them packed (:func:`~sglang_fair.core.global_tree.pack_tokens`).
+    call), packed (:func:`~sglang_fair.core.global_tree.pack_tokens`).
 
     The first id is hashed from ``parts`` to above the vocabulary (below 2^32); the rest is a filler
     every output shares. The caches compare an output only after the identical prefix before it (the
     call's prompt), where distinct first ids part two outputs at once: prefix matches are those of
-    outputs distinct throughout, for one hash and two slices per call (a seeded ``random.Random``
-    per call, and a tuple and a packing of each output, had cost a tenth of a simulation)."""
+    outputs distinct throughout, for one hash and a slice per call (a seeded ``random.Random`` per
+    call, and a tuple and a packing of each output, had cost a tenth of a simulation)."""
     if n <= 0:
-        return (), b""
+        return b""
     digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=4).digest()
     head = VOCAB + (int.from_bytes(digest, "little") & 0x7FFFFFFF)
-    ids, packed = _filler(n - 1)
-    return (head, *ids), pack_tokens((head,)) + packed
-
-
-def _filler(n: int) -> tuple[tuple[int, ...], bytes]:
-    ids, packed = _FILLER
-    assert isinstance(ids, tuple) and isinstance(packed, bytes)
-    if len(ids) < n:  # grown by doubling: made a few times per process
-        ids = tuple(range(VOCAB, VOCAB + max(n, 2 * len(ids))))
-        packed = pack_tokens(ids)
-        _FILLER[:] = ids, packed
-    return ids[:n], packed[: WIDTH * n]
+    if len(_FILLER[0]) < WIDTH * (n - 1):  # grown by doubling: made a few times per process
+        _FILLER[0] = pack_tokens(range(VOCAB, VOCAB + max(n - 1, 2 * len(_FILLER[0]) // WIDTH)))
+    return pack_tokens((head,)) + _FILLER[0][: WIDTH * (n - 1)]
 
 
 def seeded_rng(*parts: object) -> random.Random:
