@@ -1,5 +1,6 @@
 """The simulator's speed internals keep what they replace: packed eviction paths, the collector, inserts
-below a locked node, output-only bookings, the global tree's kept edge lengths and in-place compares."""
+below a locked node, output-only bookings, the global tree's kept edge lengths, in-place compares and
+inserts that start where their match ended."""
 
 from __future__ import annotations
 
@@ -123,6 +124,53 @@ def test_global_tree_edges_keep_their_lengths_through_splits_and_removals() -> N
         nodes += 1
         stack.extend(node.children.values())
     assert nodes == tree.nodes + 1 > 50
+
+
+def _global_state(tree: GlobalRadixTree) -> list[tuple[bytes, int, int]]:
+    """Every node as (path, workers, last access), in a fixed order."""
+    out, stack = [], [(tree.root, b"")]
+    while stack:
+        node, path = stack.pop()
+        path += node.key
+        out.append((path, node.workers, node.last_access))
+        stack.extend((child, path) for child in node.children.values())
+    return sorted(out)
+
+
+def test_an_insert_right_after_its_match_equals_one_from_the_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    """D²LPM matches, then inserts the same packed prompt: the insert starts at the matched node. Same
+    trees, recency, per-worker counts and return values as inserts walking from the root, through
+    splits, removals, forgotten workers and matches of other prompts in between."""
+    claims = []
+    claim = GlobalRadixTree._claim_path
+    monkeypatch.setattr(GlobalRadixTree, "_claim_path", lambda *a: claims.append(1) or claim(*a))
+    rng = random.Random(8)
+    fast, slow = GlobalRadixTree(), GlobalRadixTree()
+    for i in range(2000):
+        ids = [rng.randrange(3) for _ in range(rng.randrange(1, 10))]
+        packed, worker, op = pack_tokens(ids), rng.randrange(4), rng.random()
+        if op < 0.1:
+            start = rng.randrange(len(ids) + 1)
+            fast.remove(packed, worker, start)
+            slow.remove(ids, worker, start)
+        elif op < 0.12:
+            fast.forget_worker(worker)
+            slow.forget_worker(worker)
+        elif op < 0.2:  # a match not followed by its insert: the next insert must not start there
+            assert fast.match_mask(packed) == slow.match_mask(ids)
+        else:
+            assert fast.match_mask(packed) == slow.match_mask(ids)  # the list is packed anew: no cursor
+            if op < 0.3:  # a change between the match and the insert: the insert must walk from the root
+                cut = rng.randrange(len(ids) + 1)
+                for tree, key in ((fast, packed), (slow, ids)):
+                    if op < 0.25:
+                        tree.remove(key, worker, cut)
+                    else:
+                        tree.forget_worker(worker)
+            assert fast.insert(packed, worker) == slow.insert(ids, worker), i
+        assert _global_state(fast) == _global_state(slow), i
+        assert (fast.worker_tokens, fast.tokens, fast.nodes) == (slow.worker_tokens, slow.tokens, slow.nodes)
+    assert len(claims) > 1000  # the precondition: most inserts started at a matched node
 
 
 def test_common_prefix_of_packed_edges() -> None:

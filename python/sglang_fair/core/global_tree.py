@@ -50,6 +50,15 @@ def unpack_tokens(packed: bytes) -> tuple[int, ...]:
     return tuple(out)
 
 
+def token_view(packed: bytes) -> Sequence[int]:
+    """The token ids of :func:`pack_tokens`'s bytes, read in place (no copy) where the platform's
+    unsigned int is :func:`pack_tokens`'s layout, else copied out."""
+    return memoryview(packed).cast("I") if _NATIVE else unpack_tokens(packed)
+
+
+_NATIVE = array("I", [1]).tobytes() == b"\x01\x00\x00\x00"
+
+
 def token_count(tokens: TokenKey) -> int:
     return len(tokens) // WIDTH if isinstance(tokens, bytes) else len(tokens)
 
@@ -104,6 +113,9 @@ class GlobalRadixTree:
         self.nodes = 0
         self.worker_tokens: defaultdict[int, int] = defaultdict(int)  # tokens recorded per worker
         self._clock = itertools.count(1)
+        # the last match_mask's packed tokens, the deepest node it matched whole and that node's end (a
+        # byte offset): an insert of the same bytes object right after starts there; any change clears it
+        self._cursor: tuple[bytes, GlobalNode, int] | None = None
 
     def longest_match(self, tokens: TokenKey) -> tuple[int, frozenset[int]]:
         """Length of the longest prefix of ``tokens`` any worker holds, and the workers holding it.
@@ -115,7 +127,8 @@ class GlobalRadixTree:
 
     def match_mask(self, tokens: TokenKey) -> tuple[int, int]:
         """:meth:`longest_match` with the holders as a bit mask (bit w set: worker w holds it): the
-        router's hot path, one walk without a generator or a set."""
+        router's hot path, one walk without a generator or a set. An :meth:`insert` of the same packed
+        bytes right after it does not walk the matched path again."""
         toks = pack_tokens(tokens)
         node, off, mask, now = self.root, 0, 0, next(self._clock)
         while off < len(toks):
@@ -124,10 +137,12 @@ class GlobalRadixTree:
                 break
             child.last_access = now
             common = common_tokens(child.key, toks, off)
-            off, mask = off + common * WIDTH, child.workers
+            mask = child.workers
             if common < child.length:
-                break
-            node = child
+                self._cursor = (toks, node, off)
+                return off // WIDTH + common, mask
+            node, off = child, off + common * WIDTH
+        self._cursor = (toks, node, off)
         return off // WIDTH, mask
 
     def match_lengths(self, tokens: TokenKey) -> dict[int, int]:
@@ -162,7 +177,12 @@ class GlobalRadixTree:
         if worker < 0:  # not require(): its message would be formatted at every insert
             raise ConfigError(f"worker index must be >= 0, got {worker}")
         toks, bit, now = pack_tokens(tokens), 1 << worker, next(self._clock)
-        node, off, held, holding = self.root, 0, 0, True
+        cursor, self._cursor = self._cursor, None
+        if cursor is not None and cursor[0] is toks:
+            node, off = cursor[1], cursor[2]
+            held, holding = self._claim_path(node, bit, now)
+        else:
+            node, off, held, holding = self.root, 0, 0, True
         while off < len(toks):
             child = node.children.get(toks[off : off + WIDTH])
             if child is None:
@@ -188,8 +208,24 @@ class GlobalRadixTree:
             self._prune(self.tokens - self.max_tokens * 9 // 10)
         return held
 
+    def _claim_path(self, node: GlobalNode, bit: int, now: int) -> tuple[int, bool]:
+        """:meth:`insert`'s walk from the root down to ``node``, done upwards from it: sets ``bit`` and
+        touches every node on the path; returns the tokens the worker already held on it and whether
+        it held all of them (the nodes holding a worker are a prefix of any path)."""
+        held, holding, worker = 0, node.workers & bit > 0 or node is self.root, bit.bit_length() - 1
+        while node is not self.root:
+            if node.workers & bit:
+                held += node.length
+            else:
+                self.worker_tokens[worker] += node.length
+                node.workers |= bit
+            node.last_access = now
+            node = node.parent  # type: ignore[assignment]
+        return held, holding
+
     def remove(self, tokens: TokenKey, worker: int, start: int = 0) -> None:
         """Record that ``worker`` no longer holds ``tokens[start:]`` nor anything extending it."""
+        self._cursor = None
         toks, bit = pack_tokens(tokens), 1 << worker
         n = len(toks) // WIDTH
         if not 0 <= start <= n:  # as in insert
@@ -216,6 +252,7 @@ class GlobalRadixTree:
 
     def forget_worker(self, worker: int) -> None:
         """Drop everything recorded for ``worker`` (it died or restarted with an empty cache)."""
+        self._cursor = None
         for child in list(self.root.children.values()):
             self._drop_worker(child, 1 << worker)
 

@@ -23,7 +23,7 @@ class EngineRequest:
 
     rid: int
     client: str
-    tokens: list[int]
+    tokens: Sequence[int]
     output_len: int
     arrival: float
     output_ids: Sequence[int] = field(default_factory=list)

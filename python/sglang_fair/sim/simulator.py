@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.batching import BatchingConfig, make_batching_policy
 from sglang_fair.core.cost import CostModel
-from sglang_fair.core.global_tree import pack_tokens
+from sglang_fair.core.global_tree import token_view
 from sglang_fair.core.radix_cache import Evicted
 from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
 from sglang_fair.routing import RouterConfig, make_routing_policy
@@ -100,8 +100,7 @@ class Simulator:
         self._version = [0] * cluster.dp  # of each worker's pending step-end event
         self._started = [0.0] * cluster.dp  # start of each worker's current plan
         self.decode_plans: list[tuple[float, int, int]] = []  # (start, requests decoding, steps)
-        # the last prompt dispatched: the workload's tuple, the workers' token list, packed for the router
-        self._prompt: tuple[object, list[int], bytes] = (None, [], b"")
+        self._literals: dict[int, tuple[tuple[int, ...], bytes]] = {}  # the workload's literal parts, packed
 
     # ---- event queue ----------------------------------------------------------------------------
     def _push(self, t: float, kind: int, data: Any) -> None:
@@ -139,21 +138,19 @@ class Simulator:
 
     # ---- programs and requests -------------------------------------------------------------------
     def _arrive(self, program: Program) -> None:
-        run = ProgramRun(program)
+        run = ProgramRun(program, literals=self._literals)
         self.runs[program.pid] = run
         for call in run.ready():
             self._dispatch(run, call)
 
     def _dispatch(self, run: ProgramRun, call: int) -> None:
         p = run.program
-        shared = run.prompt(call)
-        if self._prompt[0] is not shared:  # siblings share their prompt object and come one after another
-            self._prompt = (shared, list(shared), pack_tokens(shared))
-        _, prompt, packed = self._prompt  # nothing changes a request's tokens in place: siblings share them
+        packed = run.packed_prompt(call)  # siblings share it: one match in a waiting queue serves them all
+        prompt = token_view(packed)  # the ids, read in place (nothing writes a request's tokens)
         rid = len(self.requests)
         req = EngineRequest(rid=rid, client=p.client, tokens=prompt, output_len=p.calls[call].output_len,
                             arrival=self.now, output_packed=run.output_packed(call), pid=p.pid, call=call,
-                            prompt_len=len(prompt), key=shared, packed=packed, slo=p.calls[call].slo)
+                            prompt_len=len(prompt), key=packed, packed=packed, slo=p.calls[call].slo)
         self.requests.append(RequestRecord(rid, p.pid, p.client, self.now, len(prompt), req.output_len))
         if self.slo is not None:
             self.slo.on_dispatch(req)

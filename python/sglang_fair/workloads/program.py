@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sglang_fair.core.global_tree import unpack_tokens
+from sglang_fair.core.global_tree import pack_tokens, unpack_tokens
 from sglang_fair.workloads.tokens import output_tokens
 
 
@@ -60,10 +60,13 @@ class ProgramRun:
     program: Program
     done: set[int] = field(default_factory=set)
     released: set[int] = field(default_factory=set)
-    _prompts: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    # literal parts packed, by id (the part is kept with its entry, so its id is not reused meanwhile); a
+    # host running many programs passes one dict to every run, so a template shared by programs is packed once
+    literals: dict[int, tuple[tuple[int, ...], bytes]] = field(default_factory=dict)
+    _prompts: dict[int, bytes] = field(default_factory=dict)  # packed
     _outputs: dict[int, bytes] = field(default_factory=dict)  # packed
     _children: dict[int, list[int]] = field(default_factory=dict)
-    _by_parts: dict[tuple[Part, ...], tuple[int, ...]] = field(default_factory=dict)
+    _by_parts: dict[tuple[Part, ...], bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for i, call in enumerate(self.program.calls):
@@ -105,22 +108,28 @@ class ProgramRun:
         return self._outputs[call]
 
     def prompt(self, call: int) -> tuple[int, ...]:
-        """The prompt of ``call``; calls with equal parts (siblings) get the same tuple object."""
+        """The prompt of ``call``."""
+        return unpack_tokens(self.packed_prompt(call))
+
+    def packed_prompt(self, call: int) -> bytes:
+        """:meth:`prompt` packed (:func:`~sglang_fair.core.global_tree.pack_tokens`), joined from packed
+        parts; calls with equal parts (siblings) get the same bytes object."""
         if call not in self._prompts:
             parts = self.program.calls[call].parts
-            if parts in self._by_parts:
-                self._prompts[call] = self._by_parts[parts]
-                return self._prompts[call]
-            pieces: list[int] = []
-            for part in self.program.calls[call].parts:
-                if isinstance(part, PromptOf):
-                    pieces.extend(self.prompt(part.call))
-                elif isinstance(part, OutputOf):
-                    pieces.extend(self.output(part.call))
-                else:
-                    pieces.extend(part)
-            self._prompts[call] = self._by_parts[parts] = tuple(pieces)
+            if parts not in self._by_parts:
+                self._by_parts[parts] = b"".join(map(self._packed_part, parts))
+            self._prompts[call] = self._by_parts[parts]
         return self._prompts[call]
+
+    def _packed_part(self, part: Part) -> bytes:
+        if isinstance(part, PromptOf):
+            return self.packed_prompt(part.call)
+        if isinstance(part, OutputOf):
+            return self.output_packed(part.call)
+        hit = self.literals.get(id(part))
+        if hit is None or hit[0] is not part:  # an id is only a key while its part lives: kept with it
+            hit = self.literals[id(part)] = (part, pack_tokens(part))
+        return hit[1]
 
 
 def call_count(programs: list[Program]) -> int:
