@@ -232,23 +232,23 @@ class GlobalRadixTree:
             raise ConfigError(f"start {start} outside [0, {n}]")
         if start == n:
             return
-        node, pos = self.root, 0
-        while True:  # walk to the node that contains position ``start``
-            child = node.children.get(toks[pos * WIDTH : (pos + 1) * WIDTH])
+        node, off, cut = self.root, 0, start * WIDTH
+        while True:  # walk to the node that contains position ``start`` (byte offset ``cut``)
+            child = node.children.get(toks[off : off + WIDTH])
             if child is None:
                 return
-            common = common_tokens(child.key, toks, pos * WIDTH)
-            if pos + child.length > start:
-                if common <= start - pos:
+            end = off + len(child.key)
+            if end > cut:
+                if common_tokens(child.key, toks, off) * WIDTH <= cut - off:
                     return  # the path diverges before ``start``: nothing of it is recorded
-                if start > pos:
-                    upper = self._split(child, start - pos)
-                    child = upper.children[toks[start * WIDTH : (start + 1) * WIDTH]]
+                if cut > off:
+                    upper = self._split(child, (cut - off) // WIDTH)
+                    child = upper.children[toks[cut : cut + WIDTH]]
                 self._drop_worker(child, bit)
                 return
-            if common < child.length:
+            if not toks.startswith(child.key, off):  # an edge wholly before ``start`` must match whole
                 return
-            node, pos = child, pos + child.length
+            node, off = child, end
 
     def forget_worker(self, worker: int) -> None:
         """Drop everything recorded for ``worker`` (it died or restarted with an empty cache)."""

@@ -69,25 +69,26 @@ class ProgramRun:
     _by_parts: dict[tuple[Part, ...], bytes] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._unfinished = [len(call.deps) for call in self.program.calls]  # dependencies not done, per call
         for i, call in enumerate(self.program.calls):
             for d in call.deps:
                 self._children.setdefault(d, []).append(i)
 
     def ready(self) -> list[int]:
         """Calls not yet released whose dependencies are all done; marks them released."""
-        out = [
-            i for i, c in enumerate(self.program.calls)
-            if i not in self.released and all(d in self.done for d in c.deps)
-        ]
+        out = [i for i, n in enumerate(self._unfinished) if n == 0 and i not in self.released]
         self.released.update(out)
         return out
 
     def finish(self, call: int) -> list[int]:
         """Mark ``call`` done; return the calls that became ready."""
+        if call in self.done:
+            return []
         self.done.add(call)
         out = []
-        for child in self._children.get(call, []):
-            if child not in self.released and all(d in self.done for d in self.program.calls[child].deps):
+        for child in self._children.get(call, ()):
+            self._unfinished[child] -= 1
+            if self._unfinished[child] == 0 and child not in self.released:
                 self.released.add(child)
                 out.append(child)
         return out

@@ -94,10 +94,10 @@ def output_tokens(n: int, *parts: object) -> bytes:
     if n <= 0:
         return b""
     digest = hashlib.blake2b(":".join(map(str, parts)).encode(), digest_size=4).digest()
-    head = VOCAB + (int.from_bytes(digest, "little") & 0x7FFFFFFF)
+    head = (VOCAB + (int.from_bytes(digest, "little") & 0x7FFFFFFF)).to_bytes(WIDTH, "little")
     if len(_FILLER[0]) < WIDTH * (n - 1):  # grown by doubling: made a few times per process
         _FILLER[0] = pack_tokens(range(VOCAB, VOCAB + max(n - 1, 2 * len(_FILLER[0]) // WIDTH)))
-    return pack_tokens((head,)) + _FILLER[0][: WIDTH * (n - 1)]
+    return head + _FILLER[0][: WIDTH * (n - 1)]
 
 
 def seeded_rng(*parts: object) -> random.Random:
