@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -85,7 +84,7 @@ def cpu_like_samples(truth: LinearStepModel, prefix_pairs: bool = True) -> list[
             b = rng.randint(1, 32)
             shape = StepShape(b, b, b * rng.randint(32, 1100))
         seconds = truth.step_time(shape) * (1 + rng.gauss(0, 0.001))
-        samples.append((shape if prefix_pairs else replace(shape, prefix_pairs=0.0), seconds))
+        samples.append((shape if prefix_pairs else shape._replace(prefix_pairs=0.0), seconds))
     return samples
 
 
@@ -103,7 +102,7 @@ def test_without_the_prefix_square_long_prefills_are_mispredicted() -> None:
     """The control: a fit blind to the padded prefix square misses prefills after long prefixes."""
     fit = fit_linear(cpu_like_samples(CPU_LIKE, prefix_pairs=False), relative=True)
     long = StepShape.of_prefill([(24576, 1024)], 0, 0)
-    assert fit.step_time(replace(long, prefix_pairs=0.0)) < 0.8 * CPU_LIKE.step_time(long)
+    assert fit.step_time(long._replace(prefix_pairs=0.0)) < 0.8 * CPU_LIKE.step_time(long)
 
 
 def test_a_prefill_shape_counts_the_padded_square() -> None:

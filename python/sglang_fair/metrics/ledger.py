@@ -82,6 +82,9 @@ class ServiceLedger:
         self._windows: dict[str, defaultdict[str, defaultdict[int, float]]] = {
             kind: defaultdict(_per_window) for kind in ("perceived", "actual")}
         self.worker_actual: defaultdict[int, defaultdict[int, float]] = defaultdict(_per_window)
+        # the dicts _credit adds to at every booking, looked up once
+        self._credit_to = (self._totals["perceived"], self._totals["actual"],
+                           self._windows["perceived"], self._windows["actual"])
 
     def book(self, t: float, client: str, worker: int = 0, *, requests: int = 0, input_tokens: int = 0,
              cached_tokens: int = 0, extend_tokens: int = 0, output_tokens: int = 0) -> None:
@@ -106,15 +109,16 @@ class ServiceLedger:
 
     def _credit(self, t: float, client: str, worker: int, perceived: float, actual: float) -> None:
         """Add service to the client's totals and, when windows are kept, to window ``t``'s."""
-        self._totals["perceived"][client] += perceived
-        self._totals["actual"][client] += actual
+        perceived_total, actual_total, perceived_windows, actual_windows = self._credit_to
+        perceived_total[client] += perceived
+        actual_total[client] += actual
         if self._window is None:
             return
         k = int(t / self._window)
         if perceived:
-            self._windows["perceived"][client][k] += perceived
+            perceived_windows[client][k] += perceived
         if actual:
-            self._windows["actual"][client][k] += actual
+            actual_windows[client][k] += actual
             self.worker_actual[worker][k] += actual
 
     def forget(self, client: str) -> None:

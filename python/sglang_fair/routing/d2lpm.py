@@ -38,12 +38,14 @@ class D2LPM(RoutingPolicy):
 
     def choose(self, req: RouteRequest) -> int:
         q, alive = self.counters(req.client), self.alive
-        if max(map(q.__getitem__, alive)) <= 0:  # lines 5-6, all rounds at once: the fewest that suffice
+        available = [w for w in alive if q[w] > 0]  # G_avail
+        if not available:  # lines 5-6, all rounds at once: the fewest that suffice
             quantum = self.config.quantum * self.config.cost.weight(req.client)
             rounds = min(math.floor(-q[w] / quantum) + 1 for w in alive)
             for w in self.workers:
                 q[w] += rounds * quantum
-        worker = self.pick(req, [w for w in alive if q[w] > 0])  # G_avail
+            available = [w for w in alive if q[w] > 0]
+        worker = self.pick(req, available)
         q[worker] -= self.config.cost.extend_cost(token_count(req.tokens))
         return worker
 

@@ -22,15 +22,15 @@ Python), so one model serves presets, CPU calibrations and GPU measurements.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.linalg import solve_linear
 
 
-@dataclass(frozen=True)
-class StepShape:
-    """What a step-time model may read of a batch."""
+class StepShape(NamedTuple):
+    """What a step-time model may read of a batch. A named tuple: the simulator makes one per step
+    (a frozen dataclass sets each field through ``object.__setattr__``)."""
 
     requests: int
     new_tokens: int
