@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,7 +97,7 @@ def summarize(result: RunResult, window: tuple[float, float] | None = None,
         "programs_finished": sum(1 for p in result.programs if p.finished >= 0),
         "requests": len(result.requests),
         "retractions": sum(r.retractions for r in result.requests),
-        "clients": {c: _client(programs, result, c, perceived[c], actual[c], window) for c in clients},
+        "clients": _clients(programs, result, clients, perceived, actual, window),
         "workers": _workers(result),
     }
     if window is not None:
@@ -147,27 +148,30 @@ def _windowed_backlog(result: RunResult, lo: float, hi: float, end: float,
     return series, backlog
 
 
-def _client(programs: list[ProgramRecord], result: RunResult, client: str, perceived: float,
-            actual: float, window: tuple[float, float] | None) -> dict[str, Any]:
+def _clients(programs: list[ProgramRecord], result: RunResult, clients: list[str],
+             perceived: Mapping[str, float], actual: Mapping[str, float],
+             window: tuple[float, float] | None) -> dict[str, dict[str, Any]]:
     end = max(result.end_time, 1e-9)
-    lat = [x for p in programs if p.client == client and (x := _latency(p, window, end)) is not None]
-    return {
-        "service": round(perceived, 1),
-        "actual_service": round(actual, 1),
-        "p50_s": _num(percentile(lat, 50)),
-        "p99_s": _num(percentile(lat, 99)),
-        "requests": sum(1 for r in result.requests if r.client == client),
-        "programs": sum(1 for p in result.programs if p.client == client),
-        "misbehaving": any(p.misbehaving for p in result.programs if p.client == client),
-    }
+    lat: dict[str, list[float]] = {c: [] for c in clients}
+    for p in programs:
+        if p.client in lat and (x := _latency(p, window, end)) is not None:
+            lat[p.client].append(x)
+    requests = Counter(r.client for r in result.requests)
+    runs = Counter(p.client for p in result.programs)
+    misbehaving = {p.client for p in result.programs if p.misbehaving}
+    return {c: {
+        "service": round(perceived[c], 1),
+        "actual_service": round(actual[c], 1),
+        "p50_s": _num(percentile(lat[c], 50)),
+        "p99_s": _num(percentile(lat[c], 99)),
+        "requests": requests[c],
+        "programs": runs[c],
+        "misbehaving": c in misbehaving,
+    } for c in clients}
 
 
 def _workers(result: RunResult) -> list[dict[str, Any]]:
-    out = []
-    for wk in range(result.workers):
-        reqs = [r for r in result.requests if r.worker == wk]
-        out.append({
-            "requests": len(reqs),
-            "actual_service": round(sum(result.ledger.worker_actual.get(wk, {}).values()), 1),
-        })
-    return out
+    requests = Counter(r.worker for r in result.requests)
+    return [{"requests": requests[wk],
+             "actual_service": round(sum(result.ledger.worker_actual.get(wk, {}).values()), 1)}
+            for wk in range(result.workers)]

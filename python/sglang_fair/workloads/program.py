@@ -67,6 +67,7 @@ class ProgramRun:
     _outputs: dict[int, bytes] = field(default_factory=dict)  # packed
     _children: dict[int, list[int]] = field(default_factory=dict)
     _by_parts: dict[tuple[Part, ...], bytes] = field(default_factory=dict)
+    _by_parts_id: dict[int, tuple[tuple[Part, ...], bytes]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._unfinished = [len(call.deps) for call in self.program.calls]  # dependencies not done, per call
@@ -117,9 +118,12 @@ class ProgramRun:
         parts; calls with equal parts (siblings) get the same bytes object."""
         if call not in self._prompts:
             parts = self.program.calls[call].parts
-            if parts not in self._by_parts:
-                self._by_parts[parts] = b"".join(map(self._packed_part, parts))
-            self._prompts[call] = self._by_parts[parts]
+            same = self._by_parts_id.get(id(parts))  # siblings usually share the parts object: no hashing
+            if same is None or same[0] is not parts:
+                if parts not in self._by_parts:
+                    self._by_parts[parts] = b"".join(map(self._packed_part, parts))
+                same = self._by_parts_id[id(parts)] = (parts, self._by_parts[parts])
+            self._prompts[call] = same[1]
         return self._prompts[call]
 
     def _packed_part(self, part: Part) -> bytes:
