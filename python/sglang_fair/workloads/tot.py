@@ -59,12 +59,22 @@ def tree_calls(question: tuple[int, ...], levels: list[tuple[int, ...]], branche
     return tuple(calls)
 
 
+_ENCODED: list[tuple[Tokenizer, list[tuple[int, ...]]]] = []  # the last tokenizer's levels
+
+
+def _levels(tok: Tokenizer) -> list[tuple[int, ...]]:
+    """The level instructions encoded once per tokenizer: every program shares the same tuples."""
+    if not _ENCODED or _ENCODED[0][0] is not tok:
+        _ENCODED[:] = [(tok, [tuple(tok.encode(text)) for text in LEVELS])]
+    return _ENCODED[0][1]
+
+
 def make_program(config: WorkloadConfig, pid: int, client: str, arrival: float,
                  question: tuple[int, ...], tok: Tokenizer, rng: random.Random) -> Program:
     bad = config.misbehaving(client)
     branches = config.branches * 2 if bad and config.scenario == "s1" else config.branches
     if bad and config.scenario == "s2":
         question = question * 10
-    levels = [tuple(tok.encode(text)) for text in LEVELS]
+    levels = _levels(tok)
     calls = tree_calls(question, levels, branches, config.depth, rng)
     return Program(pid, client, arrival, calls, config.seed, bad, "e2e", "tot")
