@@ -84,8 +84,8 @@ class NoWorkerError(RuntimeError):
 
 
 def least_loaded(workers: Iterable[int], queue: Sequence[int]) -> int:
-    """The worker of ``workers`` with the smallest queue (lowest index on ties)."""
-    return min(workers, key=lambda w: (queue[w], w))
+    """The worker of ``workers`` with the smallest queue (lowest index on ties: ``min`` keeps the first)."""
+    return min(sorted(workers), key=queue.__getitem__)
 
 
 class RoutingPolicy(ABC):
