@@ -50,13 +50,13 @@ def unpack_tokens(packed: bytes) -> tuple[int, ...]:
     return tuple(out)
 
 
+_NATIVE = array("I", [1]).tobytes() == b"\x01\x00\x00\x00"  # the platform's unsigned int is the packed layout
+
+
 def token_view(packed: bytes) -> Sequence[int]:
     """The token ids of :func:`pack_tokens`'s bytes, read in place (no copy) where the platform's
     unsigned int is :func:`pack_tokens`'s layout, else copied out."""
     return memoryview(packed).cast("I") if _NATIVE else unpack_tokens(packed)
-
-
-_NATIVE = array("I", [1]).tobytes() == b"\x01\x00\x00\x00"
 
 
 def token_count(tokens: TokenKey) -> int:
