@@ -143,7 +143,7 @@ COLS = {"fig1": ["scheduler", "q_u", "rate"], "fig1mem": ["scheduler", "q_u", "r
         "fig8": ["scheduler", "rate"], "fig9": ["scheduler", "rate"],
         "fig10": ["dp", "scenario", "scheduler", "q_w"],
         "fig11": ["clients", "scheduler", "rate"], "fig12": ["load", "scheduler", "rate"],
-        "loads": ["workload", "load", "scheduler", "rate"]}
+        "loads": ["workload", "scenario", "load", "scheduler", "rate"]}
 TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1, above capacity",
           "fig1mem": "Fig. 1 under memory pressure: one A10 + 8B (15,716-token pool), ToT S1, above capacity",
           "fig7": "Fig. 7: A100 + 8B, above capacity",
@@ -152,7 +152,7 @@ TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1, above capacity",
           "fig10": "Fig. 10: Q^w, ToT, above capacity (a: S1, b: no misbehaving client; a row per D)",
           "fig11": "Fig. 11: 5-50 clients on one A10, ToT, 1.2x capacity in total",
           "fig12": "Fig. 12: mix on one A10 (c0, c1 multi-turn; c2 ToT; c3 judge)",
-          "loads": "Named loads: S1 at D=4, 0.7x / 1.0x / 1.2x capacity"}
+          "loads": "Named loads at D=4: 0.7x / 1.0x / 1.2x capacity"}
 
 
 def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path: Path) -> None:
