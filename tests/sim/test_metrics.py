@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -52,6 +53,37 @@ def _rec(client: str, arrival: float, admitted: float) -> RequestRecord:
 def test_backlog_intervals_merge_overlaps() -> None:
     spans = backlog_intervals([_rec("a", 0, 2), _rec("a", 1, 3), _rec("a", 5, 6), _rec("b", 0, -1)], end=9)
     assert spans == {"a": [(0, 3), (5, 6)], "b": [(0, 9)]}
+
+
+def _spans_by_sorting_events(recs: list[RequestRecord], end: float) -> dict[str, list[tuple[float, float]]]:
+    """The definition, directly: sort every +1 (arrival) and -1 (admission) by time, arrivals first."""
+    out: dict[str, list[tuple[float, float]]] = {}
+    for client in {r.client for r in recs}:
+        events = sorted([(r.arrival, -1) for r in recs if r.client == client]
+                        + [(r.admitted if r.admitted >= 0 else end, 1) for r in recs if r.client == client])
+        spans, depth, start = [], 0, 0.0
+        for t, d in events:
+            if depth == 0 and d < 0:
+                start = t
+            depth -= d
+            if depth == 0 and t > start:
+                spans.append((start, t))
+        out[client] = spans
+    return out
+
+
+def test_backlog_intervals_equal_the_event_sort_on_random_records() -> None:
+    rng = random.Random(3)
+    ties = 0
+    for _ in range(300):
+        recs = []
+        for _ in range(rng.randrange(1, 30)):
+            arrival = float(rng.randrange(20))  # whole seconds: arrivals at an admission's instant occur
+            wait = float(rng.randrange(5))
+            recs.append(_rec(rng.choice("abc"), arrival, -1 if rng.random() < 0.1 else arrival + wait))
+        ties += any(a.arrival == b.admitted for a in recs for b in recs if a.client == b.client)
+        assert backlog_intervals(recs, end=30.0) == _spans_by_sorting_events(recs, 30.0)
+    assert ties > 100  # the precondition: the tie rule was exercised
 
 
 def test_max_backlogged_diff_only_counts_common_backlog() -> None:

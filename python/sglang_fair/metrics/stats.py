@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 
 from sglang_fair.metrics.ledger import RequestRecord
@@ -50,23 +51,29 @@ def backlog_intervals(requests: Iterable[RequestRecord], end: float) -> dict[str
     This is "backlogged" in the sense of the fairness theorems (000 §4.2, 001 §4): a client with only
     running requests cannot be given more service, so it does not count.
     """
-    events: dict[str, list[tuple[float, int]]] = {}
+    arrivals: defaultdict[str, list[float]] = defaultdict(list)
+    admissions: defaultdict[str, list[float]] = defaultdict(list)
     for r in requests:
-        fin = r.admitted if r.admitted >= 0 else end
-        events.setdefault(r.client, []).extend([(r.arrival, 1), (fin, -1)])
-    out: dict[str, list[tuple[float, float]]] = {}
-    for client, evs in events.items():
-        evs.sort(key=lambda e: (e[0], -e[1]))  # an arrival at the instant of a finish keeps it busy
-        spans: list[tuple[float, float]] = []
-        depth, start = 0, 0.0
-        for t, d in evs:
-            if depth == 0 and d > 0:
-                start = t
-            depth += d
-            if depth == 0 and t > start:
-                spans.append((start, t))
-        out[client] = spans
-    return out
+        arrivals[r.client].append(r.arrival)
+        admissions[r.client].append(r.admitted if r.admitted >= 0 else end)
+    return {client: _busy_spans(sorted(arr), sorted(admissions[client])) for client, arr in arrivals.items()}
+
+
+def _busy_spans(arrivals: list[float], admissions: list[float]) -> list[tuple[float, float]]:
+    """The maximal spans in which more requests arrived than were admitted (both lists ascending; the
+    k-th admission is never before the k-th arrival). An arrival at the instant of an admission keeps
+    the span open."""
+    spans: list[tuple[float, float]] = []
+    depth, start, i, n = 0, 0.0, 0, len(arrivals)
+    for t in admissions:
+        while i < n and arrivals[i] <= t:
+            if depth == 0:
+                start = arrivals[i]
+            depth, i = depth + 1, i + 1
+        depth -= 1
+        if depth == 0 and t > start:
+            spans.append((start, t))
+    return spans
 
 
 def max_backlogged_diff(
