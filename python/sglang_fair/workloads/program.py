@@ -63,11 +63,10 @@ class ProgramRun:
     # literal parts packed, by id (the part is kept with its entry, so its id is not reused meanwhile); a
     # host running many programs passes one dict to every run, so a template shared by programs is packed once
     literals: dict[int, tuple[tuple[int, ...], bytes]] = field(default_factory=dict)
-    _prompts: dict[int, bytes] = field(default_factory=dict)  # packed
     _outputs: dict[int, bytes] = field(default_factory=dict)  # packed
     _children: dict[int, list[int]] = field(default_factory=dict)
-    _by_parts: dict[tuple[Part, ...], bytes] = field(default_factory=dict)
-    _by_parts_id: dict[int, tuple[tuple[Part, ...], bytes]] = field(default_factory=dict)
+    _by_parts: dict[tuple[Part, ...], bytes] = field(default_factory=dict)  # packed prompts by equal parts
+    _by_parts_id: dict[int, tuple[tuple[Part, ...], bytes]] = field(default_factory=dict)  # and by identity
 
     def __post_init__(self) -> None:
         self._unfinished = [len(call.deps) for call in self.program.calls]  # dependencies not done, per call
@@ -116,15 +115,13 @@ class ProgramRun:
     def packed_prompt(self, call: int) -> bytes:
         """:meth:`prompt` packed (:func:`~sglang_fair.core.global_tree.pack_tokens`), joined from packed
         parts; calls with equal parts (siblings) get the same bytes object."""
-        if call not in self._prompts:
-            parts = self.program.calls[call].parts
-            same = self._by_parts_id.get(id(parts))  # siblings usually share the parts object: no hashing
-            if same is None or same[0] is not parts:
-                if parts not in self._by_parts:
-                    self._by_parts[parts] = b"".join(map(self._packed_part, parts))
-                same = self._by_parts_id[id(parts)] = (parts, self._by_parts[parts])
-            self._prompts[call] = same[1]
-        return self._prompts[call]
+        parts = self.program.calls[call].parts
+        same = self._by_parts_id.get(id(parts))  # siblings usually share the parts object: no hashing
+        if same is None or same[0] is not parts:
+            if parts not in self._by_parts:
+                self._by_parts[parts] = b"".join(map(self._packed_part, parts))
+            same = self._by_parts_id[id(parts)] = (parts, self._by_parts[parts])
+        return same[1]
 
     def _packed_part(self, part: Part) -> bytes:
         if isinstance(part, PromptOf):
