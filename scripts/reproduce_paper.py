@@ -65,8 +65,9 @@ def experiments(a: argparse.Namespace) -> dict[str, list[Point]]:
         "fig9": [Point("tot", "s2", 4, A10, router=r, policy=p, branches=3) for r, p in _pairs(4)],
         "fig11": [Point("tot", dp=1, preset=A10, policy=p, clients=n) for n in a.clients
                   for p in ("lpm", "vtc", "dlpm")],
-        "loads": [Point(wl, sc, 4, router=r, policy=p, load=ld) for wl in a.load_workloads
-                  for sc in a.load_scenarios for ld in ("below", "near", "above") for r, p in _pairs(4)],
+        "loads": [Point(wl, sc, dp, router=r, policy=p, load=ld)
+                  for dp in a.load_dps for wl in a.load_workloads for sc in a.load_scenarios
+                  for ld in ("below", "near", "above") for r, p in _pairs(dp)],
     }
     return {name: figs[name] for name in a.only}
 
@@ -158,8 +159,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--qws", default="2048,16384,131072", help="fig10's D²LPM quanta")
     p.add_argument("--fig10-dps", default="4", help="fig10's data-parallel degrees (the paper: 8)")
     p.add_argument("--clients", default="5,10,20,50", help="fig11's client counts")
-    p.add_argument("--load-workloads", default="tot,judge", help="the named-load sweep's workloads (D=4)")
+    p.add_argument("--load-workloads", default="tot,judge", help="the named-load sweep's workloads")
     p.add_argument("--load-scenarios", default="s1", help="the named-load sweep's scenarios")
+    p.add_argument("--load-dps", default="4", help="the named-load sweep's data-parallel degrees")
     p.add_argument("--out", default=str(ROOT / "docs"))
     p.add_argument("--capacity-only", action="store_true", help="measure the capacities, run nothing else")
     p.add_argument("--redraw", action="store_true", help="only redraw plots and tables from results.json")
@@ -172,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     a.workloads = a.workloads.split(",")
     a.load_workloads = a.load_workloads.split(",")
     a.load_scenarios = a.load_scenarios.split(",")
+    a.load_dps = [int(d) for d in a.load_dps.split(",")]
     a.qus = [float(x) for x in a.qus.split(",")]
     a.qws = [float(x) for x in a.qws.split(",")]
     a.clients = [int(x) for x in a.clients.split(",")]

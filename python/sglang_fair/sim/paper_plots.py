@@ -143,7 +143,7 @@ COLS = {"fig1": ["scheduler", "q_u", "rate"], "fig1mem": ["scheduler", "q_u", "r
         "fig8": ["scheduler", "rate"], "fig9": ["scheduler", "rate"],
         "fig10": ["dp", "scenario", "scheduler", "q_w"],
         "fig11": ["clients", "scheduler", "rate"], "fig12": ["load", "scheduler", "rate"],
-        "loads": ["workload", "scenario", "load", "scheduler", "rate"]}
+        "loads": ["workload", "scenario", "dp", "load", "scheduler", "rate"]}
 TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1, above capacity",
           "fig1mem": "Fig. 1 under memory pressure: one A10 + 8B (15,716-token pool), ToT S1, above capacity",
           "fig7": "Fig. 7: A100 + 8B, above capacity",
@@ -152,7 +152,7 @@ TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1, above capacity",
           "fig10": "Fig. 10: Q^w, ToT, above capacity (a: S1, b: no misbehaving client; a row per D)",
           "fig11": "Fig. 11: 5-50 clients on one A10, ToT, 1.2x capacity in total",
           "fig12": "Fig. 12: mix on one A10 (c0, c1 multi-turn; c2 ToT; c3 judge)",
-          "loads": "Named loads at D=4: 0.7x / 1.0x / 1.2x capacity"}
+          "loads": "Named loads: 0.7x / 1.0x / 1.2x capacity (a row per workload, scenario and D)"}
 
 
 def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path: Path) -> None:
@@ -163,14 +163,17 @@ def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path:
         return
     if name == "fig7" or name == "loads":
         pts = [{**p, "scheduler": "RR+LPM" if p["scheduler"] == "LPM" else p["scheduler"]} for p in pts]
-        groups = sorted({(p["workload"], p["scenario"]) for p in pts})
+        def group(p: dict[str, Any]) -> tuple[Any, ...]:  # fig7's x axis is D; the load sweep's a row per D
+            return (p["workload"], p["scenario"]) + (() if name == "fig7" else (p["dp"],))
+
+        groups = sorted({group(p) for p in pts})
         keys = ("throughput", "jain_index", "well_behaved_p99_s", "cache_hit_rate")
         fig, axes = plt.subplots(len(groups), 4, figsize=(13, 2.5 * len(groups)), squeeze=False)
-        for i, (wl, sc) in enumerate(groups):
-            sub = [p for p in pts if (p["workload"], p["scenario"]) == (wl, sc)]
+        for i, g in enumerate(groups):
+            sub = [p for p in pts if group(p) == g]
             x = "dp" if name == "fig7" else "load"
             lines(sub, list(axes[i]), x, keys, xmap=(float if name == "fig7" else LOADS.__getitem__))
-            axes[i][0].set_title(f"{sc.upper()}@{wl}", fontsize=8)
+            axes[i][0].set_title(f"{g[1].upper()}@{g[0]}" + (f" D={g[2]}" if len(g) > 2 else ""), fontsize=8)
             for ax in axes[i]:
                 ax.set_xticks(sorted({float(p["dp"]) if name == "fig7" else LOADS[p["load"]] for p in sub}))
         axes[0][0].legend(fontsize=6)
