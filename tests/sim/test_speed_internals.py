@@ -138,9 +138,9 @@ def _global_state(tree: GlobalRadixTree) -> list[tuple[bytes, int, int]]:
 
 
 def test_an_insert_right_after_its_match_equals_one_from_the_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    """D²LPM matches, then inserts the same packed prompt: the insert starts at the matched node. Same
-    trees, recency, per-worker counts and return values as inserts walking from the root, through
-    splits, removals, forgotten workers and matches of other prompts in between."""
+    """D²LPM (or Preble) matches, then inserts the same packed prompt: the insert starts at the matched
+    node. Same trees, recency, per-worker counts and return values as inserts walking from the root,
+    through splits, removals, forgotten workers and matches of other prompts in between."""
     claims = []
     claim = GlobalRadixTree._claim_path
     monkeypatch.setattr(GlobalRadixTree, "_claim_path", lambda *a: claims.append(1) or claim(*a))
@@ -158,8 +158,11 @@ def test_an_insert_right_after_its_match_equals_one_from_the_root(monkeypatch: p
             slow.forget_worker(worker)
         elif op < 0.2:  # a match not followed by its insert: the next insert must not start there
             assert fast.match_mask(packed) == slow.match_mask(ids)
-        else:
-            assert fast.match_mask(packed) == slow.match_mask(ids)  # the list is packed anew: no cursor
+        else:  # D²LPM matches by mask, Preble by per-worker lengths: both leave the cursor
+            if op < 0.6:
+                assert fast.match_mask(packed) == slow.match_mask(ids)  # the list is packed anew: no cursor
+            else:
+                assert fast.match_lengths(packed) == slow.match_lengths(ids)
             if op < 0.3:  # a change between the match and the insert: the insert must walk from the root
                 cut = rng.randrange(len(ids) + 1)
                 for tree, key in ((fast, packed), (slow, ids)):

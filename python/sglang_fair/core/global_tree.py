@@ -18,7 +18,7 @@ import heapq
 import itertools
 from array import array
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
 from sglang_fair.core.errors import ConfigError, require
 
@@ -129,7 +129,19 @@ class GlobalRadixTree:
         """:meth:`longest_match` with the holders as a bit mask (bit w set: worker w holds it): the
         router's hot path, one walk without a generator or a set. An :meth:`insert` of the same packed
         bytes right after it does not walk the matched path again."""
-        toks = pack_tokens(tokens)
+        return self._descend(pack_tokens(tokens), None)
+
+    def match_lengths(self, tokens: TokenKey) -> dict[int, int]:
+        """For every worker holding at least the first token of ``tokens``: how many leading tokens
+        it holds (its own longest match; :meth:`longest_match` gives only the best one's)."""
+        out: dict[int, int] = {}
+        self._descend(pack_tokens(tokens), out)
+        return out
+
+    def _descend(self, toks: bytes, lengths: dict[int, int] | None) -> tuple[int, int]:
+        """Down the path of packed ``toks``, touching each node: the tokens matched and the workers
+        holding the last node reached; with ``lengths``, each holder's own match length on the way.
+        Leaves the cursor :meth:`insert` starts from."""
         node, off, mask, now = self.root, 0, 0, next(self._clock)
         while off < len(toks):
             child = node.children.get(toks[off : off + WIDTH])
@@ -138,38 +150,15 @@ class GlobalRadixTree:
             child.last_access = now
             common = common_tokens(child.key, toks, off)
             mask = child.workers
+            if lengths is not None:
+                for w in worker_set(mask):
+                    lengths[w] = off // WIDTH + common
             if common < child.length:
                 self._cursor = (toks, node, off)
                 return off // WIDTH + common, mask
             node, off = child, off + common * WIDTH
         self._cursor = (toks, node, off)
         return off // WIDTH, mask
-
-    def match_lengths(self, tokens: TokenKey) -> dict[int, int]:
-        """For every worker holding at least the first token of ``tokens``: how many leading tokens
-        it holds (its own longest match; :meth:`longest_match` gives only the best one's)."""
-        out: dict[int, int] = {}
-        for off, mask in self._walk(tokens):
-            for w in worker_set(mask):
-                out[w] = off
-        return out
-
-    def _walk(self, tokens: TokenKey) -> Iterator[tuple[int, int]]:
-        """Down the path of ``tokens``, touching each node: after each node, the tokens matched so far
-        and the workers holding that node."""
-        toks = pack_tokens(tokens)
-        node, off, now = self.root, 0, next(self._clock)
-        while off < len(toks):
-            child = node.children.get(toks[off : off + WIDTH])
-            if child is None or not child.workers:
-                return
-            child.last_access = now
-            common = common_tokens(child.key, toks, off)
-            off += common * WIDTH
-            yield off // WIDTH, child.workers
-            if common < child.length:
-                return
-            node = child
 
     def insert(self, tokens: TokenKey, worker: int) -> int:
         """Record that ``worker`` now holds ``tokens`` (and so every prefix of it); return how many
