@@ -22,49 +22,54 @@ import os
 import sys
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from sglang_fair.sim.protocol import Point, Protocol, measure_capacity, run_point  # noqa: E402
+from sglang_fair.sim.protocol import LOADS, Point, Protocol, measure_capacity, run_point  # noqa: E402
 from sglang_fair.workloads import DEFAULT_RATE_PER_WORKER  # noqa: E402
 
 A10 = "a10-llama3b"
 A10_8B = "a10-llama8b"  # Fig. 1's A10 with the 8B model: a 15,716-token pool, so requests wait for memory
-PAIRS = [("round_robin", "lpm"), ("preble", "preble"), ("client_rr", "vtc"), ("d2lpm", "dlpm"),
-         ("d2lpm_guarded", "dlpm")]  # Preble: E2 routing + its priority wait queue (docs/simulator.md)
+PAIRS = [("round_robin", "lpm"), ("preble", "preble"), ("cache_aware", "lpm"), ("client_rr", "vtc"),
+         ("d2lpm", "dlpm"), ("d2lpm_guarded", "dlpm")]  # Preble: E2 routing + its priority wait queue
+PER_WORKER = ("preble", "cache_aware", "d2lpm_guarded")  # routers that equal round robin (or D²LPM) at D = 1
 SERIES_FIGS = ("fig8", "fig9", "fig12")
 
 
 def _pairs(dp: int, guarded: bool = True) -> list[tuple[str, str]]:
-    """000 omits Preble at D = 1; the guarded router equals D²LPM there (one worker)."""
-    return [p for p in PAIRS if dp > 1 or p[0] not in ("preble", "d2lpm_guarded")
+    """000 omits Preble at D = 1; cache-aware routing and the guarded router have one choice there."""
+    return [p for p in PAIRS if dp > 1 or p[0] not in PER_WORKER
             if guarded or p[0] != "d2lpm_guarded"]
 
 
 def experiments(a: argparse.Namespace) -> dict[str, list[Point]]:
     """Every figure's points, in the order they run (cheap and central first)."""
-    tot1 = Point("tot", "s1", 1, A10, load="above")
+    fig1 = [("lpm", 0.0), ("vtc", 0.0)] + [("dlpm", q) for q in a.qus]
     figs: dict[str, list[Point]] = {
-        "fig1": [replace(tot1, policy="lpm"), replace(tot1, policy="vtc")]
-        + [replace(tot1, policy="dlpm", q_u=q) for q in a.qus],
-        "fig1mem": [replace(tot1, preset=A10_8B, policy="lpm"), replace(tot1, preset=A10_8B, policy="vtc")]
-        + [replace(tot1, preset=A10_8B, policy="dlpm", q_u=q) for q in a.qus],
+        "fig1": [Point("tot", "s1", 1, A10, policy=p, q_u=q, load=ld) for ld in a.fig_loads for p, q in fig1],
+        "fig1mem": [Point("tot", "s1", 1, A10_8B, policy=p, q_u=q, load=ld)
+                    for ld in a.fig_loads for p, q in fig1],
         "fig12": [Point("mix", dp=1, preset=A10, policy=p, load=ld)
                   for ld in ("below", "near", "above") for p in ("lpm", "vtc", "dlpm")],
-        "fig8": [Point("arena", dp=2, preset=A10, router=r, policy=p) for r, p in _pairs(2)],
+        "fig8": [Point("arena", dp=2, preset=A10, router=r, policy=p, load=ld)
+                 for ld in a.fig_loads for r, p in _pairs(2)],
         "fig7": [Point(wl, sc, dp, router=r, policy=p)
                  for wl in a.workloads for sc in ("s1", "s2") for dp in (a.qa_dps if wl == "qa" else a.dps)
                  for r, p in _pairs(dp)],
-        "fig10": [Point("tot", sc, dp, router=r, policy=p, q_w=qw)
-                  for dp in a.fig10_dps for sc in ("s1", "none") for r, p in _pairs(dp)
+        "fig10": [Point("tot", sc, dp, router=r, policy=p, q_w=qw, load=ld)
+                  for ld in a.fig_loads for dp in a.fig10_dps for sc in ("s1", "none") for r, p in _pairs(dp)
                   for qw in (a.qws if r.startswith("d2lpm") else [0.0])],
-        "fig9": [Point("tot", "s2", 4, A10, router=r, policy=p, branches=3) for r, p in _pairs(4)],
-        "fig11": [Point("tot", dp=1, preset=A10, policy=p, clients=n) for n in a.clients
-                  for p in ("lpm", "vtc", "dlpm")],
+        "fig9": [Point("tot", "s2", 4, A10, router=r, policy=p, branches=3, load=ld)
+                 for ld in a.fig_loads for r, p in _pairs(4)],
+        "fig11": [Point("tot", dp=1, preset=A10, policy=p, clients=n, load=ld)
+                  for ld in a.fig_loads for n in a.clients for p in ("lpm", "vtc", "dlpm")],
+        "qw_locality": [Point(wl, "s1", dp, router=r, policy=p, q_w=qw, load="near")
+                        for wl in ("qa", "judge") for dp in a.locality_dps for r, p in _pairs(dp)
+                        for qw in (a.locality_qws if r.startswith("d2lpm") else [0.0])],
         "loads": [Point(wl, sc, dp, router=r, policy=p, load=ld)
                   for dp in a.load_dps for wl in a.load_workloads for sc in a.load_scenarios
                   for ld in ("below", "near", "above") for r, p in _pairs(dp)],
@@ -145,7 +150,7 @@ def run(a: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--only", default="fig1,fig1mem,fig12,fig8,fig7,fig10,fig9,fig11,loads")
+    p.add_argument("--only", default="fig1,fig1mem,fig12,fig8,fig7,fig10,fig9,fig11,loads,qw_locality")
     p.add_argument("--duration", type=float, default=600.0, help="seconds of sustained arrivals per run")
     p.add_argument("--warmup", type=float, default=120.0, help="seconds left out at the start")
     p.add_argument("--cooldown", type=float, default=120.0,
@@ -158,7 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--qus", default="1024,4096,16384,65536", help="fig1's DLPM quanta")
     p.add_argument("--qws", default="2048,16384,131072", help="fig10's D²LPM quanta")
     p.add_argument("--fig10-dps", default="4", help="fig10's data-parallel degrees (the paper: 8)")
+    p.add_argument("--locality-qws", default="16384,131072,1048576,8388608",
+                   help="qw_locality's D²LPM quanta (QA and Judge S1 at 1.0x: why Preble leads)")
+    p.add_argument("--locality-dps", default="8", help="qw_locality's data-parallel degrees")
     p.add_argument("--clients", default="5,10,20,50", help="fig11's client counts")
+    p.add_argument("--fig-loads", default="above",
+                   help="named loads of fig1, fig1mem, fig8, fig9, fig10, fig11 (below,near,above)")
     p.add_argument("--load-workloads", default="tot,judge", help="the named-load sweep's workloads")
     p.add_argument("--load-scenarios", default="s1", help="the named-load sweep's scenarios")
     p.add_argument("--load-dps", default="4", help="the named-load sweep's data-parallel degrees")
@@ -172,11 +182,16 @@ def main(argv: list[str] | None = None) -> int:
     a.qa_dps = [int(x) for x in a.qa_dps.split(",")]
     a.fig10_dps = [int(x) for x in a.fig10_dps.split(",")]
     a.workloads = a.workloads.split(",")
+    a.fig_loads = a.fig_loads.split(",")
+    if unknown := set(a.fig_loads) - set(LOADS):
+        p.error(f"--fig-loads: unknown load(s) {sorted(unknown)}; choose from {list(LOADS)}")
     a.load_workloads = a.load_workloads.split(",")
     a.load_scenarios = a.load_scenarios.split(",")
     a.load_dps = [int(d) for d in a.load_dps.split(",")]
     a.qus = [float(x) for x in a.qus.split(",")]
     a.qws = [float(x) for x in a.qws.split(",")]
+    a.locality_qws = [float(x) for x in a.locality_qws.split(",")]
+    a.locality_dps = [int(x) for x in a.locality_dps.split(",")]
     a.clients = [int(x) for x in a.clients.split(",")]
     if a.capacity_only:
         run(a)

@@ -66,3 +66,28 @@ def test_render_shows_the_queue_figures_of_fig1mem_only(tmp_path: Path) -> None:
     assert "mean_wait_s" not in fig1 and "mean_wait_s | mean_decode_batch" in fig1mem
     assert "21.0 [20.0-22.0] | 7.0 [7.0-7.0]" in fig1mem
     assert (tmp_path / "img" / "fig1mem.png").stat().st_size > 1000
+
+
+def test_render_orders_loads_and_splits_the_load_sweep_per_d(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from dataclasses import asdict
+
+    from sglang_fair.sim.paper_plots import BEGIN, END, render
+    from sglang_fair.sim.protocol import KEYS, Point
+
+    pts = {"fig1": [Point("tot", "s1", policy="vtc", load=ld) for ld in ("above", "below")],
+           "loads": [Point("qa", "s1", d, router="d2lpm", policy="dlpm", load=ld)
+                     for d in (1, 2) for ld in ("below", "near")],
+           "qw_locality": [Point("qa", "s1", 2, router="preble", policy="preble", load="near")]
+           + [Point("qa", "s1", 2, router="d2lpm", policy="dlpm", q_w=q, load="near") for q in (1e3, 1e6)]}
+    runs = [{**asdict(p), "key": p.key(), "seed": s, "rate": 0.5, "scheduler": p.scheduler,
+             **{k: 1.0 for k in KEYS}} for ps in pts.values() for p in ps for s in (0, 1, 2)]
+    (tmp_path / "results.md").write_text(f"{BEGIN}\n{END}\n")
+    render({"runs": runs, "figures": {k: [p.key() for p in ps] for k, ps in pts.items()}}, tmp_path)
+    text = (tmp_path / "results.md").read_text()
+    fig1 = text.split("### Fig. 1")[1].split("###")[0]
+    assert fig1.index("| below | VTC |") < fig1.index("| above | VTC |")  # by load, not as defined
+    for stem in ("loads_d1", "loads_d2", "qw_locality"):
+        assert f"![{stem}](img/{stem}.png)" in text
+        assert (tmp_path / "img" / f"{stem}.png").stat().st_size > 1000
+    assert not (tmp_path / "img" / "loads.png").exists()

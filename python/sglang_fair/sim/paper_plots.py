@@ -15,8 +15,8 @@ from typing import Any
 from sglang_fair.sim.protocol import LOADS, aggregate
 
 BEGIN, END = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
-COLORS = {"RR+LPM": "C1", "LPM": "C1", "Preble": "C2", "VTC": "C3", "D²LPM": "C0", "DLPM": "C0",
-          "D²LPM-guarded": "C4"}
+COLORS = {"RR+LPM": "C1", "LPM": "C1", "Preble": "C2", "Cache-aware": "C5", "VTC": "C3", "D²LPM": "C0",
+          "DLPM": "C0", "D²LPM-guarded": "C4"}  # also the order of the tables' rows
 LABELS = {"throughput": "throughput (perceived tok/s)", "jain_index": "Jain's index",
           "well_behaved_p50_s": "well-behaved P50 (s)", "well_behaved_p99_s": "well-behaved P99 (s)",
           "cache_hit_rate": "hit rate"}
@@ -74,22 +74,23 @@ def lines(pts: list[dict[str, Any]], axes: list[Any], x: str, keys: tuple[str, .
         ax.tick_params(labelsize=7)
 
 
-def fig10(pts: list[dict[str, Any]], ax: Any) -> None:
+def fig10(pts: list[dict[str, Any]], ax: Any, key: str = "throughput") -> None:
+    """``key`` of D²LPM (and guarded) against Q^w; the other schedulers as bands (mean, min-max)."""
     qws = sorted({p["q_w"] for p in pts if p["q_w"]})
     for p in pts:
         if not p["q_w"]:
-            t = p["throughput"]
+            t = p[key]
             color = COLORS[p["scheduler"]]
             ax.axhline(t["mean"], linestyle="--", linewidth=1, color=color, label=p["scheduler"])
             ax.axhspan(t["lo"], t["hi"], color=color, alpha=0.12)
     for name in ("D²LPM", "D²LPM-guarded"):
         sub = sorted((p for p in pts if p["scheduler"] == name), key=lambda p: p["q_w"])
-        _bar(ax, [p["q_w"] for p in sub], sub, "throughput", label=name, color=COLORS[name])
+        _bar(ax, [p["q_w"] for p in sub], sub, key, label=name, color=COLORS[name])
     ax.set_xscale("log")
     ax.set_xticks(qws)
     ax.set_xticklabels([f"{q:g}" for q in qws], fontsize=7)
     ax.set_xlabel("Q^w")
-    ax.set_ylabel(LABELS["throughput"])
+    ax.set_ylabel(LABELS[key], fontsize=7)
 
 
 def series(runs: list[dict[str, Any]], path: Path, title: str) -> None:
@@ -138,21 +139,27 @@ def table(pts: list[dict[str, Any]], cols: list[str], metrics: list[str]) -> str
 METRICS = ["throughput", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s", "cache_hit_rate",
            "latency_censored"]
 QUEUE_METRICS = ["mean_wait_s", "mean_decode_batch", "retractions"]  # fig1mem: did a queue form?
-COLS = {"fig1": ["scheduler", "q_u", "rate"], "fig1mem": ["scheduler", "q_u", "rate"],
+COLS = {"fig1": ["load", "scheduler", "q_u", "rate"], "fig1mem": ["load", "scheduler", "q_u", "rate"],
         "fig7": ["workload", "scenario", "dp", "scheduler", "rate"],
-        "fig8": ["scheduler", "rate"], "fig9": ["scheduler", "rate"],
-        "fig10": ["dp", "scenario", "scheduler", "q_w"],
-        "fig11": ["clients", "scheduler", "rate"], "fig12": ["load", "scheduler", "rate"],
-        "loads": ["workload", "scenario", "dp", "load", "scheduler", "rate"]}
-TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1, above capacity",
-          "fig1mem": "Fig. 1 under memory pressure: one A10 + 8B (15,716-token pool), ToT S1, above capacity",
+        "fig8": ["load", "scheduler", "rate"], "fig9": ["load", "scheduler", "rate"],
+        "fig10": ["load", "dp", "scenario", "scheduler", "q_w"],
+        "fig11": ["load", "clients", "scheduler", "rate"], "fig12": ["load", "scheduler", "rate"],
+        "loads": ["workload", "scenario", "dp", "load", "scheduler", "rate"],
+        "qw_locality": ["workload", "dp", "scheduler", "q_w", "rate"]}
+TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1",
+          "fig1mem": "Fig. 1 under memory pressure: one A10 + 8B (15,716-token pool), ToT S1",
           "fig7": "Fig. 7: A100 + 8B, above capacity",
-          "fig8": "Fig. 8: Chatbot Arena multi-turn, D=2, A10 + 3B, above capacity",
-          "fig9": "Fig. 9: ToT S2 (c0: 10x longer question), 3 branches, D=4, A10 + 3B, above capacity",
-          "fig10": "Fig. 10: Q^w, ToT, above capacity (a: S1, b: no misbehaving client; a row per D)",
-          "fig11": "Fig. 11: 5-50 clients on one A10, ToT, 1.2x capacity in total",
+          "fig8": "Fig. 8: Chatbot Arena multi-turn, D=2, A10 + 3B",
+          "fig9": "Fig. 9: ToT S2 (c0: 10x longer question), 3 branches, D=4, A10 + 3B",
+          "fig10": "Fig. 10: Q^w, ToT (a: S1, b: no misbehaving client; a row per load and D)",
+          "fig11": "Fig. 11: 5-50 clients on one A10, ToT (loads of the 4-client capacity, in total)",
           "fig12": "Fig. 12: mix on one A10 (c0, c1 multi-turn; c2 ToT; c3 judge)",
-          "loads": "Named loads: 0.7x / 1.0x / 1.2x capacity (a row per workload, scenario and D)"}
+          "loads": "Named loads: 0.7x / 1.0x / 1.2x capacity (a row per workload, scenario and D)",
+          "qw_locality": "Q^w on QA and Judge, S1, 1.0x capacity: D²LPM's locality against Preble's"}
+
+
+def _loads(pts: list[dict[str, Any]]) -> list[str]:
+    return sorted({p["load"] for p in pts}, key=LOADS.__getitem__)
 
 
 def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path: Path) -> None:
@@ -178,20 +185,35 @@ def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path:
                 ax.set_xticks(sorted({float(p["dp"]) if name == "fig7" else LOADS[p["load"]] for p in sub}))
         axes[0][0].legend(fontsize=6)
     elif name == "fig10":
-        dps = sorted({p["dp"] for p in pts})
-        fig, axes = plt.subplots(len(dps), 2, figsize=(10, 3.8 * len(dps)), squeeze=False)
-        for row, dp in zip(axes, dps, strict=True):
+        rows = sorted({(LOADS[p["load"]], p["dp"]) for p in pts})
+        fig, axes = plt.subplots(len(rows), 2, figsize=(10, 3.8 * len(rows)), squeeze=False)
+        for row, (share, dp) in zip(axes, rows, strict=True):
             for ax, sc in zip(row, ("s1", "none"), strict=True):
-                fig10([p for p in pts if p["scenario"] == sc and p["dp"] == dp], ax)
-                ax.set_title(f"({'a' if sc == 's1' else 'b'}) scenario {sc}, D={dp}", fontsize=8)
+                fig10([p for p in pts if (p["scenario"], p["dp"], LOADS[p["load"]]) == (sc, dp, share)], ax)
+                ax.set_title(f"({'a' if sc == 's1' else 'b'}) scenario {sc}, D={dp}, {share:g}x capacity",
+                             fontsize=8)
             row[0].legend(fontsize=6)
-    else:
-        fig, axes = plt.subplots(1, 1, figsize=(5.5, 3.8), squeeze=False)
-        if name in ("fig1", "fig1mem"):
-            fig1(pts, axes[0][0])
-        else:  # fig11
-            lines(pts, [axes[0][0]], "clients", ("throughput",))
-            axes[0][0].set_xlabel("clients")
+    elif name == "qw_locality":
+        rows = sorted({(p["workload"], p["dp"]) for p in pts})
+        metrics = ("throughput", "cache_hit_rate", "well_behaved_p99_s")
+        fig, axes = plt.subplots(len(rows), len(metrics), figsize=(13, 3.2 * len(rows)), squeeze=False)
+        for row, (wl, dp) in zip(axes, rows, strict=True):
+            for ax, key in zip(row, metrics, strict=True):
+                fig10([p for p in pts if (p["workload"], p["dp"]) == (wl, dp)], ax, key)
+            row[0].set_title(f"{wl} S1, D={dp}", fontsize=8)
+        axes[0][0].legend(fontsize=6)
+    else:  # fig1, fig1mem, fig11: a panel per load
+        loads = _loads(pts)
+        fig, axes = plt.subplots(1, len(loads), figsize=(5.5 * len(loads), 3.8), squeeze=False)
+        for ax, load in zip(axes[0], loads, strict=True):
+            sub = [p for p in pts if p["load"] == load]
+            if name in ("fig1", "fig1mem"):
+                fig1(sub, ax)
+            else:
+                lines(sub, [ax], "clients", ("throughput",))
+                ax.set_xlabel("clients")
+            ax.set_title(f"{LOADS[load]:g}x capacity", fontsize=8)
+        if name == "fig11":
             axes[0][0].legend(fontsize=7)
     fig.suptitle(TITLES[name], fontsize=9)
     fig.tight_layout()
@@ -210,6 +232,29 @@ def capacity_table(caps: dict[str, Any]) -> str:
     return "\n".join(rows)
 
 
+def _row_order(cols: list[str], runs: list[dict[str, Any]]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+    """Rows grouped by the table's columns in order: loads and schedulers in their own order,
+    numbers by value, other text as first met (tot, judge, qa as the figure defines them)."""
+    seen: dict[Any, int] = {}
+    for r in runs:
+        for c in cols:
+            seen.setdefault((c, r[c]), len(seen))
+    ranks = {"load": LOADS.__getitem__, "scheduler": list(COLORS).index}
+
+    def key(r: dict[str, Any]) -> tuple[Any, ...]:
+        return tuple(ranks[c](r[c]) if c in ranks else r[c] if isinstance(r[c], int | float)
+                     else seen[(c, r[c])] for c in cols if c != "rate") + (r["seed"],)
+
+    return key
+
+
+def _split(name: str, pts: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    """The images of a figure: (file stem, its points)."""
+    if name != "loads":
+        return [(name, pts)]
+    return [(f"loads_d{dp}", [p for p in pts if p["dp"] == dp]) for dp in sorted({p["dp"] for p in pts})]
+
+
 def render(results: dict[str, Any], out: Path) -> None:
     """Write the PNGs and the generated tables of docs/results.md from docs/results.json."""
     img = out / "img"
@@ -222,12 +267,14 @@ def render(results: dict[str, Any], out: Path) -> None:
         runs = [r for r in results.get("runs", []) if keys and r["key"] in set(keys)]
         if not runs:
             continue
-        order = {k: i for i, k in enumerate(keys)}
-        runs.sort(key=lambda r: (order[r["key"]], r["seed"]))
+        runs.sort(key=_row_order(COLS[name], runs))
         pts = aggregate(runs)
-        draw(name, pts, runs, img / f"{name}.png")
+        images = []
+        for part, sub in _split(name, pts):  # the load sweep: an image per D (else one of 25 rows)
+            draw(name, sub, runs, img / f"{part}.png")
+            images.append(f"![{part}](img/{part}.png)")
         missing = len(keys) - len(pts)
-        parts.append(f"### {TITLES[name]}\n\n![{name}](img/{name}.png)\n\n"
+        parts.append(f"### {TITLES[name]}\n\n" + "\n".join(images) + "\n\n"
                      + (f"({missing} of {len(keys)} points not run.)\n\n" if missing else "")
                      + table(pts, COLS[name], METRICS + (QUEUE_METRICS if name == "fig1mem" else []))
                      + "\n")

@@ -75,7 +75,7 @@ class Point:
     @property
     def scheduler(self) -> str:
         name = {"round_robin": "RR+LPM" if self.policy == "lpm" else self.policy.upper(),
-                "preble": "Preble", "client_rr": "VTC", "d2lpm": "D²LPM",
+                "preble": "Preble", "cache_aware": "Cache-aware", "client_rr": "VTC", "d2lpm": "D²LPM",
                 "d2lpm_guarded": "D²LPM-guarded"}[self.router]
         return "LPM" if name == "RR+LPM" and self.dp == 1 else name
 
