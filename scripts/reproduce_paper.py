@@ -67,9 +67,10 @@ def experiments(a: argparse.Namespace) -> dict[str, list[Point]]:
                  for ld in a.fig_loads for r, p in _pairs(4)],
         "fig11": [Point("tot", dp=1, preset=A10, policy=p, clients=n, load=ld)
                   for ld in a.fig_loads for n in a.clients for p in ("lpm", "vtc", "dlpm")],
-        "qw_locality": [Point(wl, "s1", dp, router=r, policy=p, q_w=qw, load="near")
-                        for wl in ("qa", "judge") for dp in a.locality_dps for r, p in _pairs(dp)
-                        for qw in (a.locality_qws if r.startswith("d2lpm") else [0.0])],
+        "qw_locality": [Point(wl, sc, dp, router=r, policy=p, q_w=qw, load=ld)  # q_w 0: the default
+                        for wl in a.locality_workloads for sc in a.locality_scenarios for dp in a.locality_dps
+                        for ld in a.locality_loads for r, p in _pairs(dp)
+                        for qw in ([0.0, *a.locality_qws] if r.startswith("d2lpm") else [0.0])],
         "loads": [Point(wl, sc, dp, router=r, policy=p, load=ld)
                   for dp in a.load_dps for wl in a.load_workloads for sc in a.load_scenarios
                   for ld in ("below", "near", "above") for r, p in _pairs(dp)],
@@ -163,9 +164,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--qus", default="1024,4096,16384,65536", help="fig1's DLPM quanta")
     p.add_argument("--qws", default="2048,16384,131072", help="fig10's D²LPM quanta")
     p.add_argument("--fig10-dps", default="4", help="fig10's data-parallel degrees (the paper: 8)")
-    p.add_argument("--locality-qws", default="16384,131072,1048576,8388608",
-                   help="qw_locality's D²LPM quanta (QA and Judge S1 at 1.0x: why Preble leads)")
+    p.add_argument("--locality-qws", default="131072,1048576,8388608",
+                   help="qw_locality's D²LPM quanta besides the default (why Preble and cache-aware lead)")
+    p.add_argument("--locality-workloads", default="qa,judge", help="qw_locality's workloads")
+    p.add_argument("--locality-scenarios", default="s1", help="qw_locality's scenarios")
     p.add_argument("--locality-dps", default="8", help="qw_locality's data-parallel degrees")
+    p.add_argument("--locality-loads", default="near", help="qw_locality's named loads")
     p.add_argument("--clients", default="5,10,20,50", help="fig11's client counts")
     p.add_argument("--fig-loads", default="above",
                    help="named loads of fig1, fig1mem, fig8, fig9, fig10, fig11 (below,near,above)")
@@ -183,8 +187,6 @@ def main(argv: list[str] | None = None) -> int:
     a.fig10_dps = [int(x) for x in a.fig10_dps.split(",")]
     a.workloads = a.workloads.split(",")
     a.fig_loads = a.fig_loads.split(",")
-    if unknown := set(a.fig_loads) - set(LOADS):
-        p.error(f"--fig-loads: unknown load(s) {sorted(unknown)}; choose from {list(LOADS)}")
     a.load_workloads = a.load_workloads.split(",")
     a.load_scenarios = a.load_scenarios.split(",")
     a.load_dps = [int(d) for d in a.load_dps.split(",")]
@@ -192,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
     a.qws = [float(x) for x in a.qws.split(",")]
     a.locality_qws = [float(x) for x in a.locality_qws.split(",")]
     a.locality_dps = [int(x) for x in a.locality_dps.split(",")]
+    a.locality_workloads = a.locality_workloads.split(",")
+    a.locality_scenarios = a.locality_scenarios.split(",")
+    a.locality_loads = a.locality_loads.split(",")
+    if unknown := set(a.fig_loads + a.locality_loads) - set(LOADS):
+        p.error(f"unknown load(s) {sorted(unknown)}; choose from {list(LOADS)}")
     a.clients = [int(x) for x in a.clients.split(",")]
     if a.capacity_only:
         run(a)

@@ -79,7 +79,7 @@ def test_render_orders_loads_and_splits_the_load_sweep_per_d(tmp_path: Path) -> 
            "loads": [Point("qa", "s1", d, router="d2lpm", policy="dlpm", load=ld)
                      for d in (1, 2) for ld in ("below", "near")],
            "qw_locality": [Point("qa", "s1", 2, router="preble", policy="preble", load="near")]
-           + [Point("qa", "s1", 2, router="d2lpm", policy="dlpm", q_w=q, load="near") for q in (1e3, 1e6)]}
+           + [Point("qa", "s1", 2, router="d2lpm", policy="dlpm", q_w=q, load="near") for q in (0, 1e3, 1e6)]}
     runs = [{**asdict(p), "key": p.key(), "seed": s, "rate": 0.5, "scheduler": p.scheduler,
              **{k: 1.0 for k in KEYS}} for ps in pts.values() for p in ps for s in (0, 1, 2)]
     (tmp_path / "results.md").write_text(f"{BEGIN}\n{END}\n")
@@ -87,7 +87,8 @@ def test_render_orders_loads_and_splits_the_load_sweep_per_d(tmp_path: Path) -> 
     text = (tmp_path / "results.md").read_text()
     fig1 = text.split("### Fig. 1")[1].split("###")[0]
     assert fig1.index("| below | VTC |") < fig1.index("| above | VTC |")  # by load, not as defined
-    for stem in ("loads_d1", "loads_d2", "qw_locality"):
+    assert "| 1000 |" in text and "| 1.638e+04 (default) |" in text  # qw_locality's q_w column
+    for stem in ("loads_d1", "loads_d2", "qw_locality_d2"):
         assert f"![{stem}](img/{stem}.png)" in text
         assert (tmp_path / "img" / f"{stem}.png").stat().st_size > 1000
     assert not (tmp_path / "img" / "loads.png").exists()

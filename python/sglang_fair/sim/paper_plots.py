@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.protocol import LOADS, aggregate
 
 BEGIN, END = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
@@ -74,8 +75,14 @@ def lines(pts: list[dict[str, Any]], axes: list[Any], x: str, keys: tuple[str, .
         ax.tick_params(labelsize=7)
 
 
+def _qw(p: dict[str, Any]) -> float:
+    """The router quantum a point ran with (q_w 0 is the default; only the D²LPM routers have one)."""
+    return p["q_w"] or (RouterConfig().quantum if p["router"].startswith("d2lpm") else 0.0)
+
+
 def fig10(pts: list[dict[str, Any]], ax: Any, key: str = "throughput") -> None:
     """``key`` of D²LPM (and guarded) against Q^w; the other schedulers as bands (mean, min-max)."""
+    pts = [{**p, "q_w": _qw(p)} for p in pts]
     qws = sorted({p["q_w"] for p in pts if p["q_w"]})
     for p in pts:
         if not p["q_w"]:
@@ -130,7 +137,8 @@ def table(pts: list[dict[str, Any]], cols: list[str], metrics: list[str]) -> str
     head = cols + metrics
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in pts:
-        cells = [("-" if c in ("q_u", "q_w") and not p[c]
+        cells = [(f"{_qw(p):.4g} (default)" if c == "q_w" and not p[c] and _qw(p)
+                  else "-" if c in ("q_u", "q_w") and not p[c]
                   else f"{p[c]:.4g}" if isinstance(p[c], float) else str(p[c])) for c in cols]
         rows.append("| " + " | ".join(cells + [_cell(p[m]) for m in metrics]) + " |")
     return "\n".join(rows)
@@ -145,7 +153,7 @@ COLS = {"fig1": ["load", "scheduler", "q_u", "rate"], "fig1mem": ["load", "sched
         "fig10": ["load", "dp", "scenario", "scheduler", "q_w"],
         "fig11": ["load", "clients", "scheduler", "rate"], "fig12": ["load", "scheduler", "rate"],
         "loads": ["workload", "scenario", "dp", "load", "scheduler", "rate"],
-        "qw_locality": ["workload", "dp", "scheduler", "q_w", "rate"]}
+        "qw_locality": ["workload", "scenario", "dp", "load", "scheduler", "q_w", "rate"]}
 TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1",
           "fig1mem": "Fig. 1 under memory pressure: one A10 + 8B (15,716-token pool), ToT S1",
           "fig7": "Fig. 7: A100 + 8B, above capacity",
@@ -155,7 +163,7 @@ TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1",
           "fig11": "Fig. 11: 5-50 clients on one A10, ToT (loads of the 4-client capacity, in total)",
           "fig12": "Fig. 12: mix on one A10 (c0, c1 multi-turn; c2 ToT; c3 judge)",
           "loads": "Named loads: 0.7x / 1.0x / 1.2x capacity (a row per workload, scenario and D)",
-          "qw_locality": "Q^w on QA and Judge, S1, 1.0x capacity: D²LPM's locality against Preble's"}
+          "qw_locality": "Q^w at paper scale: D²LPM and D²LPM-guarded against the other routers"}
 
 
 def _loads(pts: list[dict[str, Any]]) -> list[str]:
@@ -194,13 +202,16 @@ def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path:
                              fontsize=8)
             row[0].legend(fontsize=6)
     elif name == "qw_locality":
-        rows = sorted({(p["workload"], p["dp"]) for p in pts})
-        metrics = ("throughput", "cache_hit_rate", "well_behaved_p99_s")
-        fig, axes = plt.subplots(len(rows), len(metrics), figsize=(13, 3.2 * len(rows)), squeeze=False)
-        for row, (wl, dp) in zip(axes, rows, strict=True):
+        def cell(p: dict[str, Any]) -> tuple[Any, ...]:
+            return p["workload"], p["scenario"], p["dp"], LOADS[p["load"]]
+
+        cells = sorted({cell(p) for p in pts})
+        metrics = ("throughput", "cache_hit_rate", "well_behaved_p99_s", "jain_index")
+        fig, axes = plt.subplots(len(cells), len(metrics), figsize=(15, 2.8 * len(cells)), squeeze=False)
+        for row, c in zip(axes, cells, strict=True):
             for ax, key in zip(row, metrics, strict=True):
-                fig10([p for p in pts if (p["workload"], p["dp"]) == (wl, dp)], ax, key)
-            row[0].set_title(f"{wl} S1, D={dp}", fontsize=8)
+                fig10([p for p in pts if cell(p) == c], ax, key)
+            row[0].set_title(f"{c[0]} {c[1].upper()}, D={c[2]}, {c[3]:g}x capacity", fontsize=8)
         axes[0][0].legend(fontsize=6)
     else:  # fig1, fig1mem, fig11: a panel per load
         loads = _loads(pts)
@@ -250,9 +261,9 @@ def _row_order(cols: list[str], runs: list[dict[str, Any]]) -> Callable[[dict[st
 
 def _split(name: str, pts: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any]]]]:
     """The images of a figure: (file stem, its points)."""
-    if name != "loads":
+    if name not in ("loads", "qw_locality"):
         return [(name, pts)]
-    return [(f"loads_d{dp}", [p for p in pts if p["dp"] == dp]) for dp in sorted({p["dp"] for p in pts})]
+    return [(f"{name}_d{dp}", [p for p in pts if p["dp"] == dp]) for dp in sorted({p["dp"] for p in pts})]
 
 
 def render(results: dict[str, Any], out: Path) -> None:
@@ -270,7 +281,7 @@ def render(results: dict[str, Any], out: Path) -> None:
         runs.sort(key=_row_order(COLS[name], runs))
         pts = aggregate(runs)
         images = []
-        for part, sub in _split(name, pts):  # the load sweep: an image per D (else one of 25 rows)
+        for part, sub in _split(name, pts):  # the sweeps over cells: an image per D
             draw(name, sub, runs, img / f"{part}.png")
             images.append(f"![{part}](img/{part}.png)")
         missing = len(keys) - len(pts)
