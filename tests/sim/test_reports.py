@@ -87,7 +87,7 @@ def test_render_orders_loads_and_splits_the_load_sweep_per_d(tmp_path: Path) -> 
     text = (tmp_path / "results.md").read_text()
     fig1 = text.split("### Fig. 1")[1].split("###")[0]
     assert fig1.index("| below | VTC |") < fig1.index("| above | VTC |")  # by load, not as defined
-    assert "| 1000 |" in text and "| 1.638e+04 (default) |" in text  # qw_locality's q_w column
+    assert "| 1,000 |" in text and "| 16,384 (default) |" in text  # qw_locality's q_w column
     for stem in ("loads_d1", "loads_d2", "qw_locality_d2"):
         assert f"![{stem}](img/{stem}.png)" in text
         assert (tmp_path / "img" / f"{stem}.png").stat().st_size > 1000

@@ -95,7 +95,7 @@ def fig10(pts: list[dict[str, Any]], ax: Any, key: str = "throughput") -> None:
         _bar(ax, [p["q_w"] for p in sub], sub, key, label=name, color=COLORS[name])
     ax.set_xscale("log")
     ax.set_xticks(qws)
-    ax.set_xticklabels([f"{q:g}" for q in qws], fontsize=7)
+    ax.set_xticklabels([f"{q:,.0f}" for q in qws], fontsize=7)
     ax.set_xlabel("Q^w")
     ax.set_ylabel(LABELS[key], fontsize=7)
 
@@ -137,8 +137,8 @@ def table(pts: list[dict[str, Any]], cols: list[str], metrics: list[str]) -> str
     head = cols + metrics
     rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for p in pts:
-        cells = [(f"{_qw(p):.4g} (default)" if c == "q_w" and not p[c] and _qw(p)
-                  else "-" if c in ("q_u", "q_w") and not p[c]
+        cells = [(f"{_qw(p):,.0f} (default)" if c == "q_w" and not p[c] and _qw(p)
+                  else ("-" if not p[c] else f"{p[c]:,.0f}") if c in ("q_u", "q_w")
                   else f"{p[c]:.4g}" if isinstance(p[c], float) else str(p[c])) for c in cols]
         rows.append("| " + " | ".join(cells + [_cell(p[m]) for m in metrics]) + " |")
     return "\n".join(rows)
@@ -227,7 +227,7 @@ def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path:
         if name == "fig11":
             axes[0][0].legend(fontsize=7)
     fig.suptitle(TITLES[name], fontsize=9)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.3 / fig.get_figheight()))  # room for the title
     fig.savefig(path, dpi=80)
     plt.close(fig)
 
