@@ -166,10 +166,6 @@ TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1",
           "qw_locality": "Q^w at paper scale: D²LPM and D²LPM-guarded against the other routers"}
 
 
-def _loads(pts: list[dict[str, Any]]) -> list[str]:
-    return sorted({p["load"] for p in pts}, key=LOADS.__getitem__)
-
-
 def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path: Path) -> None:
     plt = _plt()
     if name in ("fig8", "fig9", "fig12"):
@@ -214,7 +210,7 @@ def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path:
             row[0].set_title(f"{c[0]} {c[1].upper()}, D={c[2]}, {c[3]:g}x capacity", fontsize=8)
         axes[0][0].legend(fontsize=6)
     else:  # fig1, fig1mem, fig11: a panel per load
-        loads = _loads(pts)
+        loads = sorted({p["load"] for p in pts}, key=LOADS.__getitem__)
         fig, axes = plt.subplots(1, len(loads), figsize=(5.5 * len(loads), 3.8), squeeze=False)
         for ax, load in zip(axes[0], loads, strict=True):
             sub = [p for p in pts if p["load"] == load]
