@@ -2,8 +2,8 @@
 """Which Q^w? D²LPM over a router-quantum sweep on two workers, beside RR+LPM, cache-aware+LPM and VTC.
 
     python scripts/sweep_router_quantum.py [--duration 20] [--qws 1024,4096,16384,65536,262144]
-        [--scenarios flood,tot-s1,judge-s1] [--dp 2] [--json docs/router_quantum_sweep.json]
-        [--plot docs/img/router_quantum_sweep.png]
+        [--scenarios flood,tot-s1,judge-s1] [--dp 2] [--variants d2lpm:dlpm,d2lpm:dlpm_light]
+        [--json docs/router_quantum_sweep.json] [--plot docs/img/router_quantum_sweep.png]
 
 The scenarios and per-run figures of ``scripts/sweep_quantum.py`` (light P99, the flooding client's
 hit rate, throughput, Jain's index), served by ``--dp`` simulated A100 + Llama-3.1-8B workers behind
@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +36,15 @@ QW_SWEEP = Sweep("pair", "q_w", "Q^w", VARIANTS, BASELINES, (
     ("light_p99_s", "light P99 (s)"), ("flooder_hit_rate", "c0 hit rate"), ("throughput", "tokens/s")))
 
 
-def sweep(names: list[str], qws: list[float], duration: float, dp: int) -> list[dict[str, Any]]:
+def sweep(names: list[str], qws: list[float], duration: float, dp: int,
+          variants: tuple[str, ...] = VARIANTS) -> list[dict[str, Any]]:
     rows = []
     for name in names:
         programs, engine, light, _ = scenario(name, duration)
         if name in PAPER:  # the papers' arrival rate scales with the workers
             wl = WorkloadConfig(workload=PAPER[name][0], scenario="s1", clients=4, duration=duration)
             programs = make_workload(wl, dp)
-        runs = [(p, 0.0) for p in BASELINES] + [(p, q) for p in VARIANTS for q in qws]
+        runs = [(p, 0.0) for p in BASELINES] + [(p, q) for p in variants for q in qws]
         for pair, qw in runs:
             router, policy = pair.split(":")
             t0 = time.perf_counter()
@@ -62,12 +64,17 @@ def main() -> None:
     parser.add_argument("--qws", default="1024,4096,16384,65536,262144")
     parser.add_argument("--scenarios", default="flood,tot-s1,judge-s1")
     parser.add_argument("--dp", type=int, default=2)
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="router:policy pairs swept over Q^w")
     parser.add_argument("--json", default="")
     parser.add_argument("--plot", default="")
     args = parser.parse_args()
     qws = [float(q) for q in args.qws.split(",")]
     names = [n.strip() for n in args.scenarios.split(",") if n.strip()]
-    report(sweep(names, qws, args.duration, args.dp), args.json, args.plot, QW_SWEEP)
+    variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    if not variants or any(v.count(":") != 1 for v in variants):
+        parser.error(f"--variants: router:policy pairs, comma-separated (got {args.variants!r})")
+    report(sweep(names, qws, args.duration, args.dp, variants), args.json, args.plot,
+           replace(QW_SWEEP, variants=variants))
 
 
 if __name__ == "__main__":
