@@ -81,6 +81,12 @@ CASES: dict[str, tuple[str, bytes, int]] = {
     "empty text (generate)": ("/generate", json.dumps({"text": "", "sampling_params": {"max_new_tokens": 2}})
                               .encode(), 400),
     "empty input_ids (generate)": ("/generate", json.dumps({"input_ids": []}).encode(), 400),
+    # a list of sampling params is for a batch, one per prompt: SGLang answered 500 (found by the
+    # generated requests below, 2026-11-24: {"text": "", "sampling_params": []})
+    "sampling_params a list, one prompt (generate)": ("/generate", json.dumps(
+        {"text": "hi", "sampling_params": [{}]}).encode(), 400),
+    "sampling_params shorter than the batch (generate)": ("/generate", json.dumps(
+        {"text": ["a", "b"], "sampling_params": [{}]}).encode(), 400),
     # token ids outside the vocabulary reached the embedding and crashed the scheduler (found by the
     # generated requests below)
     "token id -3 (completions)": ("/v1/completions", json.dumps({**GOOD, "prompt": [5, -3]}).encode(), 400),

@@ -282,3 +282,37 @@ def test_an_absurd_n_is_refused_before_sglang_expands_the_batch() -> None:
         http_hooks.generate_request(original, None, listed, request)
     ok = GenerateReqInput(text="a", sampling_params={"n": 128})
     assert http_hooks.generate_request(original, None, ok, request) == "sent"
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"text": "hi", "sampling_params": [{}]}, "must be an object for a single prompt"),
+    ({"text": "", "sampling_params": []}, "must be an object for a single prompt"),
+    ({"input_ids": [1, 2], "sampling_params": [{}]}, "must be an object for a single prompt"),
+    ({"text": ["a", "b"], "sampling_params": [{}]}, "1 entries for a batch of 2"),
+    ({"input_ids": [[1], [2]], "sampling_params": []}, "0 entries for a batch of 2"),
+])
+def test_sampling_params_not_fitting_the_prompts_are_refused(fields: dict[str, Any], message: str) -> None:
+    """Found by the generated e2e test (2026-11-24): SGLang answered these with a 500."""
+    from sglang.srt.managers.io_struct import GenerateReqInput
+
+    def original(self: Any, obj: Any, request: Any) -> str:
+        return "sent"
+
+    with pytest.raises(ValueError, match=message):
+        http_hooks.generate_request(original, None, GenerateReqInput(**fields), None)
+    crashed = GenerateReqInput(**fields)  # the precondition: SGLang itself fails on it, not with a 400
+    with pytest.raises((AttributeError, IndexError)):
+        crashed.normalize_batch_and_arguments()
+        if crashed.is_single:
+            crashed.sampling_params.get("max_new_tokens")  # what _validate_one_request does
+        else:
+            [crashed[i] for i in range(crashed.batch_size)]
+
+
+@pytest.mark.parametrize("fields", [{"text": "hi"}, {"text": "hi", "sampling_params": {"n": 2}},
+                                    {"text": ["a", "b"], "sampling_params": [{}, {"n": 2}]},
+                                    {"text": ["a", "b"], "sampling_params": {}}, {"input_ids": [[1], [2]]}])
+def test_sampling_params_that_fit_the_prompts_pass(fields: dict[str, Any]) -> None:
+    from sglang.srt.managers.io_struct import GenerateReqInput
+
+    assert http_hooks.sampling_params_error(GenerateReqInput(**fields)) is None

@@ -113,6 +113,8 @@ def generate_request(
     MemoryError and a 500, a smaller huge ``n`` exhausts the server's memory). A body's per-request
     ``slo`` is checked and carried to the scheduler (``request_slo.py``).
     """
+    if (shape := sampling_params_error(obj)) is not None:
+        raise ValueError(shape)
     client = ((getattr(request, "scope", None) or {}).get("state") or {}).get(SCOPE_KEY)
     if client:
         obj.routing_key = client
@@ -128,6 +130,29 @@ def generate_request(
         carry(obj, None)  # (and none a client could have forged in its sampling parameters)
         return gen
     return with_request_slo(gen, obj, request)
+
+
+def sampling_params_error(obj: Any) -> str | None:
+    """Why ``obj.sampling_params`` does not fit its prompts, or None. SGLang 0.5.23 takes a list only for
+    a batch, one dict per prompt: a list with one prompt (``.get`` on a list) or a list shorter than
+    the batch (``IndexError`` when it splits the batch) was a 500. The batch size is read as SGLang's
+    ``GenerateReqInput._determine_batch_size`` reads it (text, else input_ids; embeddings are not
+    checked)."""
+    params = getattr(obj, "sampling_params", None)
+    if not isinstance(params, list):
+        return None
+    text, ids = getattr(obj, "text", None), getattr(obj, "input_ids", None)
+    if text is not None:
+        batch = None if isinstance(text, str) else len(text)
+    elif ids is not None:
+        batch = len(ids) if ids and not isinstance(ids[0], int) else None
+    else:
+        return None
+    if batch is None:
+        return "sampling_params must be an object for a single prompt (a list is for a batch of prompts)"
+    if len(params) != batch:
+        return f"sampling_params has {len(params)} entries for a batch of {batch} prompts"
+    return None
 
 
 def sample_count(obj: Any) -> int:
