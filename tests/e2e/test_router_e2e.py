@@ -26,9 +26,12 @@ pytestmark = pytest.mark.e2e
 
 WINDOW_S = 20.0
 SERVER = ("--max-running-requests", "8", "--max-total-tokens", "4500")  # 4 of the 5 programs' prefixes
-# Q^w large enough that the heavy client's programs stay where they are cached for the whole window
-# (dispatch charges every input token: at the default 16384 it would move every ~16 requests).
-D2LPM = ("--load-balance-method", "d2lpm", "--router-quantum", "262144",
+# Q^w so large that no machine spends the heavy client's credit on a worker within the window: dispatch
+# charges every input token (~1,076 per heavy request), so a Q^w of 262,144 ran out after ~240 requests on
+# the worker holding three of the five programs; a fast machine (555 heavy requests in 40 s, 430 in 20 s
+# just after boot) then moved programs and the locality fell below 0.9 (measured: 0.864, 0.894). 2^30 is
+# a million requests' worth.
+D2LPM = ("--load-balance-method", "d2lpm", "--router-quantum", str(1 << 30),
          "--schedule-policy", "dlpm", "--fair-quantum", "256")
 
 
@@ -120,12 +123,24 @@ def load_in_threads(url: str, clients: list[str], seed: int, prompt_words: int, 
     return outcomes, threads
 
 
+def wait_inflight(router: str, worker: int, timeout: float = 20.0) -> None:
+    """Until the router has requests in flight on ``worker`` (so a fault now hits some, however fast
+    the machine serves them)."""
+    deadline = time.monotonic() + timeout
+    while get_json(router + "/state")["workers"][worker]["queue"] == 0:
+        assert time.monotonic() < deadline, f"nothing reached worker {worker}"
+        time.sleep(0.05)
+
+
 def test_a_killed_router_is_restarted_and_learns_what_the_workers_hold(d2lpm: dict[str, Any]) -> None:
     """Killed with long requests running: the restarted router asks the workers (Hello) and counts
     what they name (Holding) in flight again, so a later worker death would fail them."""
     url = d2lpm["url"]
     running, threads = load_in_threads(url, ["long-0", "long-1"], 80_000, 50, 1500)
-    time.sleep(1.0)
+    deadline = time.monotonic() + 20
+    while get_json(d2lpm["router"] + "/state")["inflight"] < 2:
+        assert time.monotonic() < deadline, "the long requests did not reach the router"
+        time.sleep(0.05)
     (router,) = children(d2lpm["server"], "sglang_fair.cli router")
     router.send_signal(signal.SIGKILL)
     router.wait(10)
@@ -148,7 +163,7 @@ def test_a_stopped_worker_fails_its_requests_within_the_heartbeat_timeout(d2lpm:
     """SIGSTOP a real scheduler mid-load: its heartbeats stop with it, so after 3 s of silence its
     requests fail with 503 (none hangs, none is lost); SIGCONT brings it back, empty."""
     outcomes, threads = load_in_threads(d2lpm["url"], [f"s{i % 4}" for i in range(8)], 40_000, 200, 400)
-    time.sleep(1.0)
+    wait_inflight(d2lpm["router"], 1)
     (scheduler,) = children(d2lpm["server"], "scheduler_DP1")
     stopped = time.monotonic()
     scheduler.send_signal(signal.SIGSTOP)
@@ -171,13 +186,15 @@ def test_a_stopped_worker_fails_its_requests_within_the_heartbeat_timeout(d2lpm:
 
 
 def test_killing_a_worker_mid_run_fails_its_requests_and_serving_goes_on(d2lpm: dict[str, Any]) -> None:
+    """Requests long enough (400 tokens) that those on worker 1 are still running when it is killed:
+    with 64 tokens and a fixed 1 s wait, a fast machine had finished them all (no 503 to see)."""
     url = d2lpm["url"]
-    outcomes, threads = load_in_threads(url, [f"k{i % 4}" for i in range(24)], 50_000, 200, 64)
-    time.sleep(1.0)
+    outcomes, threads = load_in_threads(url, [f"k{i % 4}" for i in range(24)], 50_000, 200, 400)
+    wait_inflight(d2lpm["router"], 1)
     (scheduler,) = children(d2lpm["server"], "scheduler_DP1")
     scheduler.send_signal(signal.SIGKILL)
     for t in threads:
-        t.join(60)
+        t.join(120)
     assert not any(t.is_alive() for t in threads), "a request hung after its worker died"
     statuses = sorted(o.status for o in outcomes)
     assert set(statuses) <= {200, 503} and 503 in statuses and 200 in statuses, statuses
