@@ -1,5 +1,5 @@
 """Routing policies, chosen by name: round_robin, shortest_queue, client_rr, cache_aware, preble, d2lpm,
-d2lpm_guarded, pab."""
+d2lpm_guarded, fair_cache_aware, pab."""
 
 from __future__ import annotations
 
@@ -14,13 +14,14 @@ from sglang_fair.routing.base import (
 from sglang_fair.routing.cache_aware import CacheAware
 from sglang_fair.routing.d2lpm import D2LPM
 from sglang_fair.routing.d2lpm_guarded import D2LPMGuarded
+from sglang_fair.routing.fair_cache_aware import FairCacheAware
 from sglang_fair.routing.pab import PrefillBudget
 from sglang_fair.routing.preble import Preble
 from sglang_fair.routing.simple import ClientRoundRobin, RoundRobin, ShortestQueue
 
 ROUTING_POLICIES: Registry[RoutingPolicy] = Registry("routing")
 for _cls in (RoundRobin, ShortestQueue, ClientRoundRobin, CacheAware, Preble, D2LPM, D2LPMGuarded,
-             PrefillBudget):
+             FairCacheAware, PrefillBudget):
     ROUTING_POLICIES.register(_cls.name)(_cls)
 
 

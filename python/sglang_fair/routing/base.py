@@ -48,9 +48,12 @@ class RouterConfig:
 
     flag_prefix: ClassVar[str] = "router_"
 
-    policy: str = field(default="d2lpm", metadata={"help": "routing policy"})
+    policy: str = field(default="fair_cache_aware", metadata={"help": "routing policy"})
     num_workers: int = field(default=1, metadata={"help": "number of data-parallel workers"})
     quantum: float = field(default=16384.0, metadata={"help": "Q^w of D2LPM: per-worker quantum"})
+    quantum_requests: float = field(default=4.0, metadata={
+        "help": "fair_cache_aware: a client's per-worker quantum is at least this many of its largest "
+                "recent requests"})
     cache_threshold: float = field(default=0.3, metadata={"help": "cache_aware: match rate to exploit"})
     balance_abs_threshold: int = field(default=64, metadata={
         "help": "cache_aware: max-min load; d2lpm_guarded: holder's minus lightest queue"})
@@ -68,6 +71,8 @@ class RouterConfig:
     def __post_init__(self) -> None:
         require(self.num_workers >= 1, f"num_workers must be >= 1, got {self.num_workers}")
         require(self.quantum > 0, f"--router-quantum (Q^w) must be > 0, got {self.quantum}")
+        require(self.quantum_requests >= 1,
+                f"--router-quantum-requests must be >= 1, got {self.quantum_requests}")
         for name in ("cache_threshold", "preble_threshold"):
             value = getattr(self, name)
             require(0 <= value <= 1, f"{name} must be in [0, 1], got {value}")
