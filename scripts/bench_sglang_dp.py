@@ -1,12 +1,19 @@
-"""D²LPM + DLPM against round robin + LPM on SGLang's data-parallel CPU server (2 workers, tiny model).
+"""The default fair pair against SGLang's own data-parallel methods on the CPU server (2 workers, tiny model).
 
-    python scripts/bench_sglang_dp.py --model DIR [--window 30] [--json out.json]
+    python scripts/bench_sglang_dp.py --model DIR [--window 30] [--configs default,sglang-rr,...]
+        [--json out.json]
 
-Each configuration gets a fresh ``sglang-fair serve --dp-size 2 --load-balance-method M
---schedule-policy P`` (the global router runs in both), the scenario of
-:mod:`sglang_fair.harness.dp_scenario` for ``--window`` seconds, and a read of the router's
-``/state``. Prints one JSON row per configuration (recorded in docs/benchmarks.md).
-Needs SGLang (scripts/install_sglang_cpu.sh) and scripts/make_tiny_model.py's model.
+Each configuration gets a fresh 2-worker server and the scenario of
+:mod:`sglang_fair.harness.dp_scenario` (one client keeps 32 requests over five shared prefixes in flight,
+two light clients send one short request at a time) for ``--window`` seconds:
+
+- ``default``: ``sglang-fair serve --dp-size 2`` with no policy flag (``fair_cache_aware`` + ``dlpm_light``);
+- ``sglang-rr``, ``sglang-sq``: plain SGLang (``python -m sglang.launch_server``, no plugin) with LPM and its
+  own ``round_robin`` or ``total_requests`` (shortest queue) method;
+- ``d2lpm``: this project's faithful D²LPM router with ``dlpm_light`` workers;
+- ``cache-aware``: SGLang's cache-aware rule in this project's router with ``dlpm_light`` workers.
+Prints one JSON row per configuration (recorded in docs/benchmarks.md). Needs SGLang
+(scripts/install_sglang_cpu.sh) and scripts/make_tiny_model.py's model.
 """
 
 from __future__ import annotations
@@ -20,36 +27,42 @@ from typing import Any
 from sglang_fair.harness.dp_scenario import DPWorkload, run_dp_scenario
 from sglang_fair.harness.server import free_port, get_json, running_server
 
-DLPM = ("--fair-quantum", "256")
-CONFIGS = (("round_robin", "lpm", ()), ("round_robin", "dlpm", DLPM), ("d2lpm", "dlpm", DLPM),
-           ("d2lpm", "dlpm", (*DLPM, "--router-quantum", "262144")))
 SERVER_ARGS = ("--max-running-requests", "8", "--max-total-tokens", "4500")
+PLAIN, OURS = "sglang.launch_server", "sglang_fair.launch_server"
+CONFIGS: dict[str, tuple[str, tuple[str, ...]]] = {  # name: (module, flags)
+    "default": (OURS, ()),
+    "sglang-rr": (PLAIN, ("--load-balance-method", "round_robin", "--schedule-policy", "lpm")),
+    "sglang-sq": (PLAIN, ("--load-balance-method", "total_requests", "--schedule-policy", "lpm")),
+    "d2lpm": (OURS, ("--load-balance-method", "d2lpm", "--schedule-policy", "dlpm_light")),
+    "cache-aware": (OURS, ("--load-balance-method", "cache_aware", "--schedule-policy", "dlpm_light")),
+}
 
 
-def run_config(model: Path, method: str, policy: str, extra: tuple[str, ...], window: float,
-               log: Path) -> dict[str, Any]:
-    port = free_port()
-    args = ("--load-balance-method", method, "--schedule-policy", policy, *SERVER_ARGS, *extra,
-            "--router-http-port", str(port))
-    with running_server(model, args, log, dp_size=2) as url:
+def run_config(model: Path, name: str, window: float, log: Path) -> dict[str, Any]:
+    module, flags = CONFIGS[name]
+    port = free_port() if module == OURS else 0
+    args = (*flags, *SERVER_ARGS, *(("--router-http-port", str(port)) if port else ()))
+    with running_server(model, args, log, dp_size=2, module=module) as url:
         summary = run_dp_scenario(url, DPWorkload(), window)
-        state = get_json(f"http://127.0.0.1:{port}/state")
-    return {"method": method, "policy": policy, "extra": " ".join(extra), **summary.row(),
-            "router_counts": state["counts"],
-            "router_tree_tokens": state["tree_tokens"]}
+        state = get_json(f"http://127.0.0.1:{port}/state") if port else {}
+    return {"config": name, "flags": " ".join(flags), **summary.row(),
+            "router": state.get("policy"), "router_counts": state.get("counts")}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--window", type=float, default=30.0)
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"some of {', '.join(CONFIGS)}")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    names = [n.strip() for n in args.configs.split(",") if n.strip()]
+    if unknown := sorted(set(names) - set(CONFIGS)):
+        parser.error(f"unknown config(s) {unknown}; choose from {', '.join(CONFIGS)}")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        for method, policy, extra in CONFIGS:
-            log = Path(tmp) / f"{method}-{policy}.log"
-            rows.append(run_config(args.model, method, policy, extra, args.window, log))
+        for name in names:
+            rows.append(run_config(args.model, name, args.window, Path(tmp) / f"{name}.log"))
             print(json.dumps(rows[-1]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))

@@ -9,4 +9,4 @@ SGLANG_FAIR_EXTRAS="" bash scripts/setup_env.sh
 # admission order decides who is served. At SGLang's own default cap (2,048 on an A100) the pool binds
 # first and, in this simulator, the fair policies' lead vanishes (docs/fidelity.md; issue 12).
 exec .venv/bin/sglang-fair sim --workload tot --scenario s1 --clients 4 --dp 2 --duration 30 --max-running 256 \
-  --compare "round_robin:lpm,preble:preble,client_rr:vtc,d2lpm:dlpm,d2lpm:dlpm_light" "$@"
+  --compare "round_robin:lpm,cache_aware:lpm,client_rr:vtc,d2lpm:dlpm,fair_cache_aware:dlpm_light" "$@"

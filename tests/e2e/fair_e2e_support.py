@@ -61,8 +61,12 @@ def requests_of(url: str, client: str, headers: dict[str, str] | None = None) ->
 
 
 def run_policy(model: Path, log: Path, policy: str, extra: tuple[str, ...] = (), window: float = WINDOW_S,
-               workload: Workload | None = None) -> Summary:
-    """Start a server with ``policy``, run the scenario, stop the server."""
-    args = ("--schedule-policy", policy, *MAX_RUNNING, *extra)
+               workload: Workload | None = None, seen: dict[str, Any] | None = None) -> Summary:
+    """Start a server with ``policy`` (``""``: no --schedule-policy flag, the default), run the scenario,
+    put the server's /fairness in ``seen``, stop the server."""
+    args = (*(("--schedule-policy", policy) if policy else ()), *MAX_RUNNING, *extra)
     with running_server(model, args, log) as url:
-        return run_scenario(url, workload or Workload(), window)
+        summary = run_scenario(url, workload or Workload(), window)
+        if seen is not None:
+            seen.update(get_json(url + "/fairness"))
+        return summary

@@ -1,5 +1,5 @@
-"""The defaults protect a light client (issue 16): ``--schedule-policy dlpm_light`` with no other flag
-against SGLang's FCFS, on the real server, under a flood.
+"""The defaults protect a light client: ``sglang-fair serve`` with no policy flag (it runs ``dlpm_light``)
+against SGLang's FCFS (``--schedule-policy fcfs``), on the real server, under a flood.
 
 One client keeps 32 requests over a shared 1,300-token prefix in flight; two light clients send one
 short unique request at a time (``sglang_fair.harness.scenario``, as ``scripts/
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fair_e2e_support import run_policy
@@ -25,14 +26,29 @@ FLOOD = Workload(heavy_concurrency=32, medium_concurrency=0, light_clients=2)
 WINDOW_S = 10.0
 
 
+Served = tuple[dict[str, Summary], dict[str, Any]]
+
+
 @pytest.fixture(scope="module")
-def runs(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Summary]:
-    out = {}
-    for policy in ("fcfs", "dlpm_light"):
-        log = tmp_path_factory.mktemp(policy) / "server.log"
-        out[policy] = run_policy(tiny_model, log, policy, window=WINDOW_S, workload=FLOOD)
-        print(f"\n{policy}", json.dumps(out[policy].row()))
-    return out
+def served(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Served:
+    """Each server's summary, and the /fairness of the one started with no policy flag at all."""
+    out: dict[str, Summary] = {}
+    default_view: dict[str, Any] = {}
+    for name, flag in (("fcfs", "fcfs"), ("dlpm_light", "")):
+        log = tmp_path_factory.mktemp(name) / "server.log"
+        out[name] = run_policy(tiny_model, log, flag, window=WINDOW_S, workload=FLOOD,
+                               seen=None if flag else default_view)
+        print(f"\n{name}", json.dumps(out[name].row()))
+    return out, default_view
+
+
+@pytest.fixture(scope="module")
+def runs(served: Served) -> dict[str, Summary]:
+    return served[0]
+
+
+def test_no_policy_flag_runs_dlpm_light(served: Served) -> None:
+    assert served[1]["policy"] == "dlpm_light", served[1]
 
 
 def light_done(summary: Summary) -> int:

@@ -70,7 +70,7 @@ class AdmissionConfig:
     policy: str = field(default="dlpm_light", metadata={"help": "admission policy"})
     quantum: float = field(default=0.0, metadata={
         "help": "Q^u: service per DLPM refill, times the client's weight; 0: the policy's default "
-                "(dlpm 4096, dlpm_light 16384)"})
+                "(dlpm 4096, dlpm_light 65536)"})
     cost: CostModel = field(default_factory=CostModel)
 
     def __post_init__(self) -> None:

@@ -40,8 +40,10 @@ from sglang_fair.admission.lpm import lpm_order
 class DLPMLight(DLPM):
     name = "dlpm_light"
     # It protects a light client at any Q^u (docs/results.md, "Defaults for a light client"), so its
-    # default favours locality under memory pressure; dlpm keeps 4,096 (no single value serves both).
-    default_quantum = 16384.0
+    # default favours locality: a refill of at least a few of the largest requests clients send (a
+    # long-context QA request is ~18K tokens; at 16,384 a refill was smaller than one). dlpm keeps 4,096
+    # (no single value serves both).
+    default_quantum = 65536.0
 
     def _join(self, client: str) -> None:
         """Instead of line 12: a returning client keeps its counter; a new one gets what it would

@@ -1,4 +1,4 @@
-"""``sglang-fair serve``: SGLang's server with the sglang-fair plugin; every SGLang flag passes through.
+"""``sglang-fair serve``: SGLang's server with the sglang-fair plugin, fair by default.
 
 The project's flags come from :class:`FairConfig` and :class:`RouterSettings` (listed by
 ``--help``); every other argument is handed to SGLang's own parser unchanged, e.g.
@@ -11,9 +11,15 @@ import argparse
 from typing import Any
 
 from sglang_fair.sglang_plugin.config import add_config_flags, build_config
+from sglang_fair.sglang_plugin.defaults import DEFAULT_ADMISSION, DEFAULT_ROUTER
 from sglang_fair.sglang_plugin.router_link import ROUTER_METHODS, add_router_flags, router_settings
 
 EPILOG = (
+    f"Defaults: with no --schedule-policy the schedulers run {DEFAULT_ADMISSION} (fair per client; "
+    "--schedule-policy fcfs or lpm gives back plain SGLang); with --dp-size N >= 2 and no "
+    f"--load-balance-method the global router runs {DEFAULT_ROUTER}. An SGLang feature the fair policies "
+    "do not serve (LoRA, pipeline parallelism, disaggregation, priority scheduling) turns a default back "
+    "to SGLang's own, with a notice. "
     "All other arguments are SGLang's (python -m sglang.launch_server --help), passed through "
     "unchanged; --schedule-policy also accepts dlpm, dlpm_light and vtc (weighted with --client-weights or a "
     "weight column in --client-keys). With --dp-size N >= 2, --load-balance-method also accepts "

@@ -2,11 +2,13 @@
 
 Order matters: the project's flags are validated first (fast, no SGLang import); then SGLang's
 plugins load (which adds ``dlpm``/``vtc`` to ``--schedule-policy``), then SGLang parses its own
-flags, then flag combinations the fair policies do not support are refused, then the server runs.
+flags, the fair defaults fill in the policies the user did not choose (``defaults.py``), flag
+combinations the fair policies do not support are refused, and the server runs.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -15,6 +17,7 @@ from sglang_fair.admission import ADMISSION_POLICIES
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin import PLUGIN_NAME
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FAIR_POLICIES, FairConfig
+from sglang_fair.sglang_plugin.defaults import fair_unsupported, with_defaults
 from sglang_fair.sglang_plugin.http_hooks import check_edge
 from sglang_fair.sglang_plugin.router_launch import (
     RouterPlan,
@@ -24,6 +27,8 @@ from sglang_fair.sglang_plugin.router_launch import (
     start_router,
 )
 from sglang_fair.sglang_plugin.router_link import RouterSettings
+
+logger = logging.getLogger("sglang_fair")
 
 
 def export_environment(config: FairConfig, sglang_args: Sequence[str]) -> None:
@@ -48,18 +53,7 @@ def check_combination(config: FairConfig, server_args: Any) -> None:
         raise ConfigError(f"client weights need --schedule-policy dlpm, dlpm_light or vtc (got {policy})")
     if config.key_table.enabled and getattr(server_args, "api_key", None):
         raise ConfigError("--client-keys and SGLang's --api-key are two key schemes: use one")
-    if not fair:
-        return
-    unsupported = {
-        "--enable-priority-scheduling": getattr(server_args, "enable_priority_scheduling", False),
-        "--enable-lora / --lora-paths": bool(getattr(server_args, "enable_lora", None)
-                                             or getattr(server_args, "lora_paths", None)),
-        "--pp-size > 1": (getattr(server_args, "pp_size", 1) or 1) > 1,
-        "--disaggregation-mode": getattr(server_args, "disaggregation_mode", "null") != "null",
-        "--hicache-storage-backend": bool(getattr(server_args, "hicache_storage_backend", None)),
-        "--dllm-algorithm": bool(getattr(server_args, "dllm_algorithm", None)),
-    }
-    bad = [name for name, on in unsupported.items() if on]
+    bad = fair_unsupported(server_args) if fair else []
     if bad:
         raise ConfigError(f"--schedule-policy {policy} does not support {', '.join(bad)}")
 
@@ -82,15 +76,19 @@ def _load_plugins_or_fail() -> None:
 
 
 def run(config: FairConfig, sglang_args: Sequence[str], router: RouterSettings | None = None) -> int:
-    """Validate, export, load the plugin, parse SGLang's flags, start the router if one is asked
-    for, and serve until the server exits."""
-    plan = plan_router(sglang_args)
-    export_environment(config, plan.sglang_args)
+    """Validate, export, load the plugin, parse SGLang's flags, fill in the fair defaults where the
+    user chose no policy (``defaults.py``), start the router if one is asked for, and serve until
+    the server exits."""
+    export_environment(config, sglang_args)
     _load_plugins_or_fail()
     from sglang.launch_server import run_server
     from sglang.srt.server_args import prepare_server_args
     from sglang.srt.utils import kill_process_tree
 
+    sglang_args, notices = with_defaults(sglang_args, prepare_server_args(list(sglang_args)))
+    for notice in notices:
+        logger.warning(notice)
+    plan = plan_router(sglang_args)
     server_args = prepare_server_args(plan.sglang_args)
     check_combination(config, server_args)
     if plan.policy is not None and check_router_args(plan, server_args).policy is None:

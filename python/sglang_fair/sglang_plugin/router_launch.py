@@ -82,14 +82,21 @@ def check_router_args(plan: RouterPlan, server_args: Any) -> RouterPlan:
             return RouterPlan(None, plan.sglang_args)
         raise ConfigError(f"{LB_FLAG} {plan.policy} routes between data-parallel workers: "
                           "needs --dp-size >= 2")
-    if getattr(server_args, "enable_dp_attention", False):
-        raise ConfigError(f"{LB_FLAG} {plan.policy} does not support --enable-dp-attention")
-    if (getattr(server_args, "nnodes", 1) or 1) > 1:
-        raise ConfigError(f"{LB_FLAG} {plan.policy} runs on one node (--nnodes 1)")
-    if getattr(server_args, "sleep_on_idle", False):
-        raise ConfigError(f"{LB_FLAG} {plan.policy} does not support --sleep-on-idle "
-                          "(an idle scheduler would not hear the router)")
+    bad = router_unsupported(server_args)
+    if bad:
+        raise ConfigError(f"{LB_FLAG} {plan.policy} does not support {', '.join(bad)}")
     return plan
+
+
+def router_unsupported(server_args: Any) -> list[str]:
+    """The SGLang features on in ``server_args`` that the router cannot serve with."""
+    features = {
+        "--enable-dp-attention": getattr(server_args, "enable_dp_attention", False),
+        "--nnodes > 1 (the router runs on one node)": (getattr(server_args, "nnodes", 1) or 1) > 1,
+        "--sleep-on-idle (an idle scheduler would not hear the router)":
+            getattr(server_args, "sleep_on_idle", False),
+    }
+    return [name for name, on in features.items() if on]
 
 
 class RouterProcess:

@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--clients", type=int, default=8)
     p.add_argument("--rate", type=float, default=0.0)
     p.add_argument("--duration", type=float, default=60.0)
-    p.add_argument("--router", default="d2lpm")
-    p.add_argument("--policy", default="dlpm")
+    p.add_argument("--router", default="fair_cache_aware")
+    p.add_argument("--policy", default="dlpm_light")
     p.add_argument("--source", default="mtbench")
     p.add_argument("--requests", default="", help="comma-separated request counts (sizes the duration)")
     p.add_argument("--max-time", type=float, default=0.0,

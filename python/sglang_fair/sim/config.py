@@ -76,8 +76,8 @@ class ClusterSimConfig:
     """The cluster: workers, the routing and admission policies and the router's feedback delay."""
 
     dp: int = field(default=1, metadata={"help": "data-parallel workers (GPUs)"})
-    router: str = field(default="d2lpm", metadata={"help": "routing policy"})
-    policy: str = field(default="dlpm", metadata={"help": "admission policy"})
+    router: str = field(default="fair_cache_aware", metadata={"help": "routing policy"})
+    policy: str = field(default="dlpm_light", metadata={"help": "admission policy"})
     feedback_delay: float = field(
         default=0.005, metadata={"help": "seconds before the router hears of finishes and evictions"})
     max_time: float = field(
