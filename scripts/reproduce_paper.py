@@ -34,9 +34,12 @@ from sglang_fair.workloads import DEFAULT_RATE_PER_WORKER  # noqa: E402
 
 A10 = "a10-llama3b"
 A10_8B = "a10-llama8b"  # Fig. 1's A10 with the 8B model: a 15,716-token pool, so requests wait for memory
+# Preble: E2 routing + its priority wait queue; the last: the default pair of serve, sim and bench, and
+# cache-aware routing with the same workers before it
 PAIRS = [("round_robin", "lpm"), ("preble", "preble"), ("cache_aware", "lpm"), ("client_rr", "vtc"),
-         ("d2lpm", "dlpm"), ("d2lpm_guarded", "dlpm")]  # Preble: E2 routing + its priority wait queue
-PER_WORKER = ("preble", "cache_aware", "d2lpm_guarded")  # routers that equal round robin (or D²LPM) at D = 1
+         ("d2lpm", "dlpm"), ("d2lpm_guarded", "dlpm"), ("cache_aware", "dlpm_light"),
+         ("fair_cache_aware", "dlpm_light")]
+PER_WORKER = ("preble", "cache_aware", "d2lpm_guarded", "fair_cache_aware")  # equal RR (or D²LPM) at D = 1
 SERIES_FIGS = ("fig8", "fig9", "fig12")
 
 

@@ -92,3 +92,13 @@ def test_render_orders_loads_and_splits_the_load_sweep_per_d(tmp_path: Path) -> 
         assert f"![{stem}](img/{stem}.png)" in text
         assert (tmp_path / "img" / f"{stem}.png").stat().st_size > 1000
     assert not (tmp_path / "img" / "loads.png").exists()
+
+
+def test_scheduler_names_say_when_a_router_has_other_than_its_usual_workers() -> None:
+    from sglang_fair.sim.protocol import Point
+
+    names = [Point("tot", dp=2, router=r, policy=p).scheduler for r, p in (
+        ("cache_aware", "lpm"), ("cache_aware", "dlpm_light"), ("fair_cache_aware", "dlpm_light"),
+        ("d2lpm", "dlpm"), ("round_robin", "lpm"), ("round_robin", "vtc"))]
+    assert names == ["Cache-aware", "Cache-aware + dlpm_light", "Fair cache-aware", "D²LPM", "RR+LPM", "VTC"]
+    assert Point("tot", dp=1).scheduler == "LPM"

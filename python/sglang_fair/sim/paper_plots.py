@@ -17,7 +17,8 @@ from sglang_fair.sim.protocol import LOADS, aggregate
 
 BEGIN, END = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
 COLORS = {"RR+LPM": "C1", "LPM": "C1", "Preble": "C2", "Cache-aware": "C5", "VTC": "C3", "D²LPM": "C0",
-          "DLPM": "C0", "D²LPM-guarded": "C4"}  # also the order of the tables' rows
+          "DLPM": "C0", "D²LPM-guarded": "C4", "Cache-aware + dlpm_light": "C7",
+          "Fair cache-aware": "C6"}  # also the order of the tables' rows
 LABELS = {"throughput": "throughput (perceived tok/s)", "jain_index": "Jain's index",
           "well_behaved_p50_s": "well-behaved P50 (s)", "well_behaved_p99_s": "well-behaved P99 (s)",
           "cache_hit_rate": "hit rate"}
@@ -285,10 +286,15 @@ def render(results: dict[str, Any], out: Path) -> None:
                      + (f"({missing} of {len(keys)} points not run.)\n\n" if missing else "")
                      + table(pts, COLS[name], METRICS + (QUEUE_METRICS if name == "fig1mem" else []))
                      + "\n")
-    doc = out / "results.md"
-    text = doc.read_text() if doc.exists() else f"# Results\n\n{BEGIN}\n{END}\n"
+    write_generated(out / "results.md", "\n".join(parts), "# Results")
+
+
+def write_generated(doc: Path, body: str, title: str) -> None:
+    """Put ``body`` between ``doc``'s BEGIN/END GENERATED markers (made, after ``title``, if missing);
+    the hand-written text around them stays."""
+    text = doc.read_text() if doc.exists() else f"{title}\n\n{BEGIN}\n{END}\n"
     if BEGIN not in text:
         text += f"\n{BEGIN}\n{END}\n"
     head, rest = text.split(BEGIN, 1)
     tail = rest.split(END, 1)[1] if END in rest else ""
-    doc.write_text(head + BEGIN + "\n" + "\n".join(parts) + END + tail)
+    doc.write_text(head + BEGIN + "\n" + body + END + tail)

@@ -16,19 +16,25 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from sglang_fair.admission import AdmissionConfig
+from sglang_fair.admission import ADMISSION_POLICIES, AdmissionConfig
+from sglang_fair.core.cost import CostModel
 from sglang_fair.metrics import MetricsConfig, summarize_windows
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.capacity import CapacitySearch, backlog_growth, find_capacity
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.queueing import mean_decode_batch, mean_wait
 from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.steptime import preset
 from sglang_fair.workloads import WorkloadConfig, make_workload
 
 LOADS = {"below": 0.7, "near": 1.0, "above": 1.2}
 KEYS = ("throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
         "cache_hit_rate", "max_backlogged_service_diff", "retractions", "latency_censored",
         "mean_wait_s", "mean_decode_batch")
+SCHEDULERS = {  # router: (name, its usual workers)
+    "preble": ("Preble", "preble"), "cache_aware": ("Cache-aware", "lpm"), "client_rr": ("VTC", "vtc"),
+    "d2lpm": ("D²LPM", "dlpm"), "d2lpm_guarded": ("D²LPM-guarded", "dlpm"),
+    "fair_cache_aware": ("Fair cache-aware", "dlpm_light")}
 REFERENCE = ("round_robin", "lpm")  # the scheduler whose capacity names the loads (SGLang's default)
 SERIES_BIN_S = 20.0
 
@@ -74,10 +80,12 @@ class Point:
 
     @property
     def scheduler(self) -> str:
-        name = {"round_robin": "RR+LPM" if self.policy == "lpm" else self.policy.upper(),
-                "preble": "Preble", "cache_aware": "Cache-aware", "client_rr": "VTC", "d2lpm": "D²LPM",
-                "d2lpm_guarded": "D²LPM-guarded"}[self.router]
-        return "LPM" if name == "RR+LPM" and self.dp == 1 else name
+        """The pair's name in tables and plots; a router with other than its usual workers says which."""
+        if self.router == "round_robin":
+            name = "RR+LPM" if self.policy == "lpm" else self.policy.upper()
+            return "LPM" if name == "RR+LPM" and self.dp == 1 else name
+        name, usual = SCHEDULERS[self.router]
+        return name if self.policy == usual else f"{name} + {self.policy}"
 
 
 def _workload(point: Point, total_rate: float, duration: float, seed: int) -> WorkloadConfig:
@@ -134,12 +142,23 @@ def run_point(point: Point, capacity: float, proto: Protocol, seed: int, series:
                            "scheduler": point.scheduler}
     row.update({k: summary.get(k) for k in KEYS})
     row.update(queue_figures(res, proto))
+    row["backlog_bound"] = theorem_5_1_bound(point, res)
     row["clients_detail"] = {c: {k: v[k] for k in ("service", "actual_service", "p50_s", "p99_s")}
                              for c, v in summary["clients"].items()}
     if series:
         row["series"] = _series(res)
     row["cpu_s"] = round(time.process_time() - t0, 2)
     return row
+
+
+def theorem_5_1_bound(point: Point, res: Any) -> float:
+    """000 Thm 5.1's bound on the service difference of clients backlogged at every worker,
+    2 |W| (U + Q^u) with U = w_e L_input + w_q M (the run's longest prompt, one worker's KV pool), in
+    the cost units of ``max_backlogged_service_diff``."""
+    cost, kv = CostModel(), preset(point.preset)[1]
+    longest = max((r.input_len for r in res.requests), default=0)
+    q_u = point.q_u or getattr(ADMISSION_POLICIES.get(point.policy), "default_quantum", 0.0)
+    return round(2 * point.dp * (cost.w_e * longest + cost.w_q * kv + q_u), 1)
 
 
 def queue_figures(res: Any, proto: Protocol) -> dict[str, float | None]:
