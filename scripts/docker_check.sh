@@ -217,8 +217,8 @@ gpu_run -v "$WORK/hf-host:/home/sglang/.cache/huggingface" --entrypoint sh "$GPU
   || die "a host HF_CACHE directory owned by uid 10001 was not writable"
 say "gpu: volumes: hf-cache writable, /models read-only; a host HF_CACHE needs uid 10001 (root-owned: refused)"
 gpu_health="$(health_command "$GPU_IMAGE")"
-docker run --rm --network "container:$CONTAINER" --entrypoint sh "$GPU_IMAGE" -c "$gpu_health" \
-  || die "the GPU image's HEALTHCHECK command failed against the running CPU server"
+docker run --rm --network "container:$CONTAINER" --entrypoint sh "$GPU_IMAGE" -c "$gpu_health" 2>"$WORK/gpu-health.log" \
+  || die "the GPU image's HEALTHCHECK command failed against the running CPU server: $(tail -3 "$WORK/gpu-health.log")"
 gpu_run --entrypoint sh "$GPU_IMAGE" -c "$gpu_health" 2>/dev/null && die "the GPU HEALTHCHECK command passed with no server"
 say "gpu: its HEALTHCHECK command passes against the running CPU server, fails without one"
 

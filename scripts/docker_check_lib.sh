@@ -7,6 +7,12 @@ say() { echo "docker_check: $*"; }
 low() { nice -n "$NICE" ionice -c3 "$@"; }  # heavy work at low priority (SGLANG_FAIR_CHECK_NICE)
 
 # A free TCP port on 127.0.0.1: $1 if it is free, else any.
+# Debian packages by name, without their recommendations (apparmor, needrestart, ...); output in $WORK/apt.log.
+apt_install() {
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive low apt-get install -y -q --no-install-recommends "$@"; } \
+    >>"$WORK/apt.log" 2>&1 || die "apt-get install $* failed: $(tail -5 "$WORK/apt.log")"
+}
+
 free_port() {
   python3 - "${1:-0}" <<'PY'
 import socket, sys
@@ -35,8 +41,7 @@ ensure_engine() {
   if ! command -v dockerd >/dev/null; then
     command -v apt-get >/dev/null || die "no Docker engine and no apt-get to install Debian's docker.io"
     say "installing Debian's docker.io"
-    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive low apt-get install -y -q docker.io >/dev/null \
-      || die "apt-get install docker.io failed"
+    apt_install docker.io
   fi
   local args=(--iptables=false --ip-forward=false --bridge=none --pidfile "$ENGINE_PID")
   [[ -n "$STORAGE_DRIVER" ]] && args+=(--storage-driver="$STORAGE_DRIVER")
@@ -72,7 +77,7 @@ ensure_compose() {
   if ! command -v docker-compose >/dev/null; then
     [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null || die "neither docker compose (v2) nor docker-compose (v1)"
     say "installing Debian's docker-compose (v1; Debian packages no Compose v2 plugin)"
-    DEBIAN_FRONTEND=noninteractive low apt-get install -y -q docker-compose >/dev/null || die "apt-get install docker-compose failed"
+    apt_install docker-compose
   fi
   COMPOSE=(docker-compose); COMPOSE_NAME="docker-compose $(docker-compose version --short) (v1)"
 }
@@ -90,9 +95,7 @@ official_image() {
 # certificate authorities (without them pip and apt over TLS fail inside builds behind an inspecting proxy).
 make_debian_base() {
   have_image "$LOCAL_DEBIAN" && { say "base: $LOCAL_DEBIAN present"; return; }
-  command -v debootstrap >/dev/null || {
-    apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive low apt-get install -y -q debootstrap >/dev/null \
-      || die "apt-get install debootstrap failed"; }
+  command -v debootstrap >/dev/null || apt_install debootstrap debian-archive-keyring
   local root="$WORK/rootfs"
   low debootstrap --variant=minbase --include=ca-certificates bookworm "$root" "$DEBIAN_MIRROR" >"$WORK/debootstrap.log" 2>&1 \
     || die "debootstrap failed: $(tail -3 "$WORK/debootstrap.log")"
