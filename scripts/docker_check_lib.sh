@@ -100,7 +100,7 @@ make_debian_base() {
   low debootstrap --variant=minbase --include=ca-certificates bookworm "$root" "$DEBIAN_MIRROR" >"$WORK/debootstrap.log" 2>&1 \
     || die "debootstrap failed: $(tail -3 "$WORK/debootstrap.log")"
   cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/" 2>/dev/null || true
-  chroot "$root" update-ca-certificates >/dev/null
+  chroot "$root" update-ca-certificates >/dev/null 2>&1 || die "update-ca-certificates failed in the debootstrap tree"
   printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s-security bookworm-security main\n' \
     "$DEBIAN_MIRROR" "$DEBIAN_MIRROR" "$DEBIAN_MIRROR" >"$root/etc/apt/sources.list"
   rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
