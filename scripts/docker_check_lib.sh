@@ -6,13 +6,13 @@ die() { echo "docker_check: $*" >&2; exit 1; }
 say() { echo "docker_check: $*"; }
 low() { nice -n "$NICE" ionice -c3 "$@"; }  # heavy work at low priority (SGLANG_FAIR_CHECK_NICE)
 
-# A free TCP port on 127.0.0.1: $1 if it is free, else any.
 # Debian packages by name, without their recommendations (apparmor, needrestart, ...); output in $WORK/apt.log.
 apt_install() {
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive low apt-get install -y -q --no-install-recommends "$@"; } \
     >>"$WORK/apt.log" 2>&1 || die "apt-get install $* failed: $(tail -5 "$WORK/apt.log")"
 }
 
+# A free TCP port on 127.0.0.1: $1 if it is free, else any.
 free_port() {
   python3 - "${1:-0}" <<'PY'
 import socket, sys
