@@ -24,6 +24,8 @@ from sglang_fair.sglang_plugin.router_link import router_settings
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (installed with the CPU SGLang set)")
 COMPOSE = DOCKER / "compose.yaml"
+CHECK = DOCKER / "compose.check.yaml"  # scripts/docker_check.sh's additions to the cpu profile
+CHECK_FLAGS = ["--client-keys", "/etc/sglang-fair/keys.txt", "--fairness-admins", ""]
 OPERATOR_FILES = {"./keys.txt": DOCKER / "keys.example.txt"}  # created by the operator from the example
 VAR = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
 
@@ -166,3 +168,34 @@ def test_negative_control_a_bad_flag_is_caught(compose: dict[str, Any], bad: lis
     service["command"] = [*service["command"], *bad]
     with pytest.raises(AssertionError, match="SGLang rejects"):
         check_with_sglang("sglang-fair-dp", service, sglang_parser)
+
+
+def check_service(compose: dict[str, Any]) -> dict[str, Any]:
+    """The cpu service as scripts/docker_check.sh runs it: compose.yaml's with compose.check.yaml merged
+    as compose merges an override file (command replaced, volumes added, build keys and args merged)."""
+    missing: list[str] = []
+    override = interpolate(yaml.safe_load(CHECK.read_text()), missing)
+    assert missing == [], f"variables without a default: {missing}"
+    ((name, extra),) = override["services"].items()
+    assert name == "sglang-fair-cpu" and set(extra) == {"build", "command", "volumes"}, extra
+    base = compose["services"][name]
+    return {**base, "command": extra["command"], "volumes": base.get("volumes", []) + extra["volumes"],
+            "build": {**base["build"], **extra["build"]}}
+
+
+def test_check_override_adds_only_the_key_flags(compose: dict[str, Any]) -> None:
+    service = check_service(compose)
+    assert service["command"] == compose["services"]["sglang-fair-cpu"]["command"] + CHECK_FLAGS
+    assert service["build"]["network"] == "host"
+    dockerfile = (ROOT / service["build"]["dockerfile"]).read_text()
+    declared = {rest.split("=")[0] for word, rest in instructions(dockerfile) if word == "ARG"}
+    assert set(service["build"]["args"]) <= declared, set(service["build"]["args"]) - declared
+
+
+def test_check_service_passes_the_parsers(compose: dict[str, Any],
+                                          sglang_parser: argparse.ArgumentParser) -> None:
+    service = check_service(compose)
+    args, _ = build_parser().parse_known_args(host_argv(service))
+    values = {k: getattr(args, k) for k in vars(args) if k not in ("func", "command", "pass_through")}
+    assert build_config(values).key_table.enabled
+    check_with_sglang("sglang-fair-cpu (docker_check)", service, sglang_parser)

@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# Build the images and run the compose `cpu` profile for real, then check it as a user would (docs/deploy.md,
+# "What was and was not verified here").   usage: scripts/docker_check.sh [--keep]
+# As root on a machine without a Docker engine it installs Debian's docker.io and starts dockerd (no iptables
+# rules, no IP forwarding, no default bridge); where no image registry answers it makes the bases from
+# Debian's packages (debootstrap; docker/local/). Steps, each timed; the first that fails ends the run with
+# exit code 1 and its name:
+#   engine  a Docker engine and a compose command (the v2 plugin if present, else Debian's v1)
+#   bases   python:3.11.7-slim-bookworm if present or pullable, else a local stand-in
+#   build   the CPU image, through compose (docker/compose.yaml + docker/compose.check.yaml)
+#   keys    a missing keys file stops `up`; a keys file uid 10001 cannot read stops the server (exit 2)
+#   up      compose --profile cpu up; the health check reports healthy
+#   probe   scripts/docker_probe.py: chat 200 with a key, 401 with a wrong or no key, /fairness, /metrics
+#   user    the server runs as uid 10001, the keys mount is read-only, the image's HEALTHCHECK command passes
+#   health  the server stopped (SIGSTOP): unhealthy; resumed: healthy again
+#   gpu     docker/Dockerfile on a stand-in for SGLang's image: build, selfcheck, entry point, user, volumes,
+#           and its HEALTHCHECK command against the running CPU server
+#   down    compose down leaves no container or network of the project
+#   try     the cpu profile as docs/deploy.md's "Try it on CPU" runs it (compose.yaml alone, no keys): up,
+#           healthy, a chat naming its client in X-Client-Id, /fairness and /metrics show it; down
+# A later several-server profile adds its own up/probe/down to this list.
+# --keep leaves the engine running and the images in place (a second run then skips the bases). Without it,
+# the script removes what it made (containers, volumes, its images and bases) and stops a dockerd it started.
+# Settings: SGLANG_FAIR_CHECK_NICE (19: heavy steps and a dockerd started here run at low priority),
+# SGLANG_FAIR_CHECK_STORAGE_DRIVER (dockerd's choice; vfs where overlay2 cannot mount), SGLANG_FAIR_CHECK_WHEELS
+# (a folder with the CPU torch wheel; default: pip's find-links folders), SGLANG_FAIR_CHECK_PYTHON312
+# (a self-contained Python 3.12 prefix for the SGLang stand-in; default: python3.12's), SGLANG_FAIR_CHECK_SGLANG_IMAGE
+# (a real SGLang image to build docker/Dockerfile on instead of the stand-in), SGLANG_FAIR_CHECK_MIN_FREE_GB (20).
+# shellcheck disable=SC2015,SC2016  # `A && B || die` is meant; single quotes: expanded in the container
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=scripts/docker_check_lib.sh
+source "$ROOT/scripts/docker_check_lib.sh"
+
+KEEP=0
+for arg in "$@"; do
+  case "$arg" in --keep) KEEP=1 ;; *) die "unknown argument $arg (usage: scripts/docker_check.sh [--keep])" ;; esac
+done
+NICE="${SGLANG_FAIR_CHECK_NICE:-19}"
+STORAGE_DRIVER="${SGLANG_FAIR_CHECK_STORAGE_DRIVER:-}"
+PYTHON312_PREFIX="${SGLANG_FAIR_CHECK_PYTHON312:-}"
+MIN_FREE_GB="${SGLANG_FAIR_CHECK_MIN_FREE_GB:-20}"
+PULL_TIMEOUT=120
+DEBIAN_MIRROR="http://deb.debian.org/debian"
+OFFICIAL_PYTHON="python:3.11.7-slim-bookworm"
+LOCAL_DEBIAN="sglang-fair-local/debian:bookworm"
+LOCAL_PYTHON="sglang-fair-local/python:3.11-bookworm"
+LOCAL_SGLANG="sglang-fair-local/sglang:0.5.23-standin"
+CPU_IMAGE="sglang-fair-cpu:0.1.0"  # the compose file's name for it
+GPU_IMAGE="sglang-fair:0.1.0-check"
+PROJECT="sglang-fair-check"
+GPU_VOLUMES=(sglang-fair-check-models sglang-fair-check-hf)
+ENGINE_PID=/run/sglang-fair-check-dockerd.pid
+WORK="$(mktemp -d /tmp/sglang-fair-docker-check.XXXXXX)"
+STARTED_ENGINE=0 WHEEL_SERVER="" CONTAINER="" COMPOSE_USED=0 STEP="" STEP_START=0
+TIMES=() COMPOSE=() COMPOSE_NAME=""
+START="$(date +%s)"
+
+finish_step() { [[ -n "$STEP" ]] && TIMES+=("$(printf '%-7s %5d s' "$STEP" $(( $(date +%s) - STEP_START )))"); STEP=""; }
+step() { finish_step; STEP="$1"; STEP_START="$(date +%s)"; say "== $1 ($(date -u +%H:%M:%S) UTC)"; }
+compose() {  # the cpu profile as this check runs it: with keys (docker/compose.check.yaml)
+  "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" -f "$ROOT/docker/compose.check.yaml" --profile cpu "$@"
+}
+plain() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile cpu "$@"; }  # as users run it
+probe() {
+  python3 "$ROOT/scripts/docker_probe.py" --base-url "http://$PORT" "$@" | sed 's/^/docker_check: probe: /'
+  [[ "${PIPESTATUS[0]}" == 0 ]] || die "the server did not answer as a user expects (above)"
+}
+down_and_check() {  # compose down (with the given compose function), then nothing of the project is left
+  "$@" down >"$WORK/down.log" 2>&1 || die "compose down failed: $(tail -5 "$WORK/down.log")"
+  CONTAINER=""
+  local left nets
+  left="$(docker ps -a -q --filter "label=com.docker.compose.project=$PROJECT")"
+  nets="$(docker network ls -q --filter "label=com.docker.compose.project=$PROJECT")"
+  [[ -z "$left$nets" ]] || die "after down: containers [$left] networks [$nets] of $PROJECT remain"
+  say "down: no container or network of $PROJECT left"
+}
+
+cleanup() {
+  set +e
+  [[ -n "$CONTAINER" ]] && kill -CONT "$(docker inspect -f '{{.State.Pid}}' "$CONTAINER" 2>/dev/null)" 2>/dev/null
+  [[ "$COMPOSE_USED" == 1 ]] && compose down -v --remove-orphans >/dev/null 2>&1
+  [[ -n "$WHEEL_SERVER" ]] && kill "$WHEEL_SERVER" 2>/dev/null
+  if docker info >/dev/null 2>&1; then
+    docker volume rm "${GPU_VOLUMES[@]}" >/dev/null 2>&1
+    if [[ "$KEEP" == 0 ]]; then
+      docker rmi "$CPU_IMAGE" "$GPU_IMAGE" "$LOCAL_SGLANG" "$LOCAL_PYTHON" "$LOCAL_DEBIAN" >/dev/null 2>&1
+      docker image prune -f >/dev/null 2>&1
+    fi
+  fi
+  [[ "$KEEP" == 0 ]] && stop_engine
+  rm -rf "$WORK/rootfs" "$WORK/sglang-context"
+}
+on_exit() {
+  local rc=$?
+  if (( rc )); then echo "docker_check: FAILED at step '$STEP' (logs in $WORK)" >&2; else finish_step; fi
+  cleanup
+  (( rc )) || rm -rf "$WORK"
+  printf 'docker_check: %s\n' "${TIMES[@]}" "total   $(( $(date +%s) - START )) s" "compose: $COMPOSE_NAME"
+  exit "$rc"
+}
+trap on_exit EXIT
+
+step engine
+ensure_engine
+ensure_compose
+for profile in gpu dp cpu; do  # the file users run, as this compose command reads it
+  "${COMPOSE[@]}" -f "$ROOT/docker/compose.yaml" --profile "$profile" config -q >"$WORK/config.log" 2>&1 \
+    || die "docker/compose.yaml (profile $profile) is invalid for $COMPOSE_NAME: $(cat "$WORK/config.log")"
+done
+say "compose: $COMPOSE_NAME; docker/compose.yaml valid for it (profiles gpu, dp, cpu)"
+free_gb="$(df -P --block-size=1G "$(docker info -f '{{.DockerRootDir}}')" | awk 'NR == 2 {print $4}')"
+(( free_gb >= MIN_FREE_GB )) || die "$free_gb GB free under $(docker info -f '{{.DockerRootDir}}'), the check needs $MIN_FREE_GB"
+
+step bases
+if official_image "$OFFICIAL_PYTHON"; then
+  PYTHON_IMAGE="$OFFICIAL_PYTHON"; say "base: $OFFICIAL_PYTHON (official)"
+else
+  say "base: $OFFICIAL_PYTHON cannot be pulled here; making a local stand-in"
+  make_debian_base
+  have_image "$LOCAL_PYTHON" || build_local python "$LOCAL_PYTHON" "$WORK"
+  PYTHON_IMAGE="$LOCAL_PYTHON"
+fi
+wheels="$(find_torch_wheels)"
+if [[ -n "$wheels" ]]; then
+  FIND_LINKS="$(serve_wheels "$wheels")"; TORCH_INDEX=""
+  say "torch: the CPU wheel in $wheels, served at $FIND_LINKS for the build"
+elif curl -sf -m 20 -o /dev/null https://download.pytorch.org/whl/cpu/torch/; then
+  FIND_LINKS=""; TORCH_INDEX="https://download.pytorch.org/whl/cpu"; say "torch: PyTorch's CPU index"
+else
+  die "no CPU torch 2.13.0 wheel: PyTorch's CPU index does not answer and SGLANG_FAIR_CHECK_WHEELS names no folder with it"
+fi
+
+step build
+PORT_NUMBER="$(free_port)"
+export PORT="127.0.0.1:$PORT_NUMBER" SGLANG_FAIR_KEYS="$WORK/keys.txt" OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
+export CHECK_PYTHON_IMAGE="$PYTHON_IMAGE" CHECK_TORCH_INDEX="$TORCH_INDEX" CHECK_PIP_FIND_LINKS="$FIND_LINKS"
+grep -v '^#' "$ROOT/docker/keys.example.txt" >"$SGLANG_FAIR_KEYS"
+mapfile -t key_lines <"$SGLANG_FAIR_KEYS"
+read -r KEY CLIENT _ <<<"${key_lines[0]}"    # the admin: reads /fairness and /metrics
+read -r OTHER_KEY _ <<<"${key_lines[1]}"
+export FAIRNESS_ADMINS="$CLIENT"
+COMPOSE_USED=1
+low "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" -f "$ROOT/docker/compose.check.yaml" \
+  --profile cpu build >"$WORK/build-cpu.log" 2>&1 || die "compose build failed: $(tail -15 "$WORK/build-cpu.log")"
+grep -E "modules imported|^ok$|tiny llama" "$WORK/build-cpu.log" | sed 's/^/docker_check: build: /' || true
+
+step keys
+if SGLANG_FAIR_KEYS="$WORK/absent.txt" compose up -d --no-build >"$WORK/up-absent.log" 2>&1; then
+  die "compose up started with a missing keys file"
+fi
+say "a missing keys file stops up: $(grep -m1 -o 'bind source path does not exist.*' "$WORK/up-absent.log" || tail -1 "$WORK/up-absent.log")"
+compose down >/dev/null 2>&1
+install -m 0600 "$SGLANG_FAIR_KEYS" "$WORK/keys-0600.txt"
+rc=0
+docker run --rm --network none -v "$WORK/keys-0600.txt:/etc/sglang-fair/keys.txt:ro" "$CPU_IMAGE" \
+  --model-path /models/tiny-llama --client-keys /etc/sglang-fair/keys.txt >"$WORK/keys-0600.log" 2>&1 || rc=$?
+[[ "$rc" == 2 ]] && grep -q "Permission denied" "$WORK/keys-0600.log" \
+  || die "a keys file mode 0600 (root) should stop the server with exit 2 naming the permission; got $rc: $(tail -3 "$WORK/keys-0600.log")"
+say "keys file 0600 root: exit 2, $(grep -m1 'Permission denied' "$WORK/keys-0600.log")"
+chmod 0644 "$SGLANG_FAIR_KEYS"
+
+step up
+compose up -d --no-build >"$WORK/up.log" 2>&1 || die "compose up failed: $(tail -5 "$WORK/up.log")"
+CONTAINER="$(compose ps -q sglang-fair-cpu)"
+[[ -n "$CONTAINER" ]] || die "compose ps shows no sglang-fair-cpu container"
+say "healthy after $(wait_health "$CONTAINER" healthy 600) s (published on $PORT)"
+
+step probe
+probe --client "$CLIENT" --key "$KEY" --other-key "$OTHER_KEY"
+
+step user
+uid="$(docker exec "$CONTAINER" id -u)"
+[[ "$uid" == 10001 ]] || die "the server runs as uid $uid, not 10001"
+docker exec "$CONTAINER" sh -c ': >> /etc/sglang-fair/keys.txt' 2>/dev/null && die "the keys file is writable in the container"
+docker exec "$CONTAINER" sh -c "$(health_command "$CPU_IMAGE")" || die "the CPU image's HEALTHCHECK command failed in the container"
+say "uid 10001, keys file read-only, the image's HEALTHCHECK command passes"
+
+step health
+pid="$(docker inspect -f '{{.State.Pid}}' "$CONTAINER")"
+kill -STOP "$pid"
+say "server stopped: $(wait_health "$CONTAINER" unhealthy 180) s to unhealthy"
+kill -CONT "$pid"
+say "server resumed: $(wait_health "$CONTAINER" healthy 180) s to healthy"
+
+step gpu
+sglang_image="${SGLANG_FAIR_CHECK_SGLANG_IMAGE:-}"
+if [[ -z "$sglang_image" ]]; then
+  if ! have_image "$LOCAL_SGLANG"; then
+    make_debian_base
+    copy_python312 "$WORK/sglang-context"
+    build_local sglang "$LOCAL_SGLANG" "$WORK/sglang-context"
+  fi
+  sglang_image="$LOCAL_SGLANG"
+  out="$(docker run --rm --network none "$sglang_image" python3 -m pip install --no-index --no-deps six 2>&1 || true)"
+  [[ "$out" == *externally-managed* ]] || die "the stand-in's Python is not marked externally managed (PEP 668): $out"
+fi
+low docker build --network host -f "$ROOT/docker/Dockerfile" --build-arg SGLANG_IMAGE="$sglang_image" -t "$GPU_IMAGE" "$ROOT" \
+  >"$WORK/build-gpu.log" 2>&1 || die "docker/Dockerfile on $sglang_image failed: $(tail -15 "$WORK/build-gpu.log")"
+gpu_run() { docker run --rm --network none "$@"; }
+gpu_run --entrypoint python3 "$GPU_IMAGE" -m sglang_fair.selfcheck --require-extras bench | tail -2 | sed 's/^/docker_check: gpu: /'
+out="$(gpu_run "$GPU_IMAGE" --help)" || die "the entry point (sglang-fair serve --help) failed: $out"
+[[ "$out" == *--client-keys* ]] || die "the entry point (sglang-fair serve --help) does not list --client-keys"
+info="$(gpu_run --entrypoint sh "$GPU_IMAGE" -c 'echo "$(id -u) $(python3 -V) $SGLANG_PLUGINS"')"
+[[ "$info" == "10001 Python 3.12."*" sglang_fair" ]] || die "the GPU image runs as/with: $info"
+say "gpu: entry point answers --help; uid, Python, plugins: $info"
+# The compose gpu service's volumes: the named ones are created from the image's directories (owned by uid
+# 10001); a host directory for HF_CACHE must be writable by uid 10001 (docs/deploy.md).
+docker volume create "${GPU_VOLUMES[0]}" >/dev/null && docker volume create "${GPU_VOLUMES[1]}" >/dev/null
+gpu_run -v "${GPU_VOLUMES[0]}:/models:ro" -v "${GPU_VOLUMES[1]}:/home/sglang/.cache/huggingface" --entrypoint sh "$GPU_IMAGE" \
+  -c 'touch "$HF_HOME/probe" && ! touch /models/probe 2>/dev/null' || die "named volumes: hf-cache not writable or /models writable"
+mkdir -p "$WORK/hf-host" && chmod 0755 "$WORK/hf-host"
+gpu_run -v "$WORK/hf-host:/home/sglang/.cache/huggingface" --entrypoint sh "$GPU_IMAGE" -c 'touch "$HF_HOME/probe" 2>/dev/null' \
+  && die "a root-owned host HF_CACHE directory was writable by uid 10001"
+chown 10001 "$WORK/hf-host"
+gpu_run -v "$WORK/hf-host:/home/sglang/.cache/huggingface" --entrypoint sh "$GPU_IMAGE" -c 'touch "$HF_HOME/probe"' \
+  || die "a host HF_CACHE directory owned by uid 10001 was not writable"
+say "gpu: volumes: hf-cache writable, /models read-only; a host HF_CACHE needs uid 10001 (root-owned: refused)"
+gpu_health="$(health_command "$GPU_IMAGE")"
+docker run --rm --network "container:$CONTAINER" --entrypoint sh "$GPU_IMAGE" -c "$gpu_health" 2>"$WORK/gpu-health.log" \
+  || die "the GPU image's HEALTHCHECK command failed against the running CPU server: $(tail -3 "$WORK/gpu-health.log")"
+gpu_run --entrypoint sh "$GPU_IMAGE" -c "$gpu_health" 2>/dev/null && die "the GPU HEALTHCHECK command passed with no server"
+say "gpu: its HEALTHCHECK command passes against the running CPU server, fails without one"
+
+step down
+down_and_check compose
+
+step try  # docs/deploy.md, "Try it on CPU": compose.yaml alone, no keys file, clients named by a header
+plain up -d --no-build >"$WORK/up-plain.log" 2>&1 || die "compose up failed: $(tail -5 "$WORK/up-plain.log")"
+CONTAINER="$(plain ps -q sglang-fair-cpu)"
+[[ -n "$CONTAINER" ]] || die "compose ps shows no sglang-fair-cpu container"
+say "healthy after $(wait_health "$CONTAINER" healthy 600) s"
+probe --client alice
+down_and_check plain
+finish_step
+say "all checks passed"
