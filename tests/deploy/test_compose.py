@@ -118,7 +118,7 @@ def test_project_flags_parse_and_validate(compose: dict[str, Any]) -> None:
         config = build_config(values)  # serve's own validation: raises ConfigError on a bad value
         router_settings(args)
         if name == "sglang-fair-dp":
-            assert plan_router(extra).policy == "d2lpm"
+            assert plan_router(extra).policy == "fair_cache_aware"
             assert config.key_table.enabled
 
 
