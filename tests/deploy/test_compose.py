@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -120,27 +119,6 @@ def test_project_flags_parse_and_validate(compose: dict[str, Any]) -> None:
         if name == "sglang-fair-dp":
             assert plan_router(extra).policy == "fair_cache_aware"
             assert config.key_table.enabled
-
-
-@pytest.fixture(scope="module")
-def sglang_parser() -> Iterator[argparse.ArgumentParser]:
-    """SGLang's parser with the plugin's policy names; SGLang's annotations are restored afterwards
-    (other tests check that SGLang alone rejects them)."""
-    pytest.importorskip("sglang", reason="SGLang not installed (scripts/install_sglang_cpu.sh)")
-    from sglang.srt.arg_groups.fields.schedule import Schedule
-    from sglang.srt.server_args import ServerArgs
-
-    from sglang_fair.sglang_plugin.hooks import extend_schedule_policy_choices
-
-    saved = {cls: cls.__annotations__["schedule_policy"] for cls in (Schedule, ServerArgs)}
-    try:
-        extend_schedule_policy_choices()  # what the plugin does before SGLang parses
-        parser = argparse.ArgumentParser(exit_on_error=False)
-        ServerArgs.add_cli_args(parser)
-        yield parser
-    finally:
-        for cls, hint in saved.items():
-            cls.__annotations__["schedule_policy"] = hint
 
 
 def check_with_sglang(name: str, service: dict[str, Any], sglang_parser: argparse.ArgumentParser) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from types import SimpleNamespace
 
 import pytest
@@ -57,3 +58,24 @@ def test_a_feature_the_router_cannot_serve_keeps_sglangs_routing(
     args, notices = with_defaults([*flags, "--dp-size", "2"], parsed(dp_size=2, **feature))
     assert "--load-balance-method" not in args and args[-2:] == ["--schedule-policy", DEFAULT_ADMISSION]
     assert len(notices) == 1 and named in notices[0]
+
+
+def test_the_launcher_resolves_defaults_and_chosen_routers_with_sglangs_parser(
+        sglang_parser: argparse.ArgumentParser) -> None:
+    """What ``serve`` hands SGLang: a routing policy of this project passes SGLang's parser (as its
+    round_robin), the defaults fill in what was not chosen, and one worker keeps SGLang's own routing."""
+    from sglang_fair.sglang_plugin.launcher import resolve
+
+    def parse(args: list[str]) -> argparse.Namespace:
+        return sglang_parser.parse_args(args)
+
+    base = ["--model-path", "m"]
+    plan, parsed_args, notices = resolve([*base, "--dp-size", "2", "--load-balance-method", "d2lpm"], parse)
+    assert plan.policy == "d2lpm" and parsed_args.load_balance_method == "round_robin" and notices == []
+    assert parsed_args.schedule_policy == DEFAULT_ADMISSION
+    plan, parsed_args, _ = resolve([*base, "--dp-size", "2"], parse)
+    assert plan.policy == DEFAULT_ROUTER and parsed_args.schedule_policy == DEFAULT_ADMISSION
+    plan, parsed_args, _ = resolve([*base, "--schedule-policy", "lpm"], parse)
+    assert plan.policy is None and parsed_args.schedule_policy == "lpm"
+    plan, parsed_args, notices = resolve([*base, "--dp-size", "2", "--enable-dp-attention"], parse)
+    assert plan.policy is None and len(notices) == 1 and "--enable-dp-attention" in notices[0]

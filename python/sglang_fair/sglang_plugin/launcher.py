@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from sglang_fair.admission import ADMISSION_POLICIES
@@ -58,6 +58,21 @@ def check_combination(config: FairConfig, server_args: Any) -> None:
         raise ConfigError(f"--schedule-policy {policy} does not support {', '.join(bad)}")
 
 
+def resolve(sglang_args: Sequence[str],
+            parse: Callable[[list[str]], Any]) -> tuple[RouterPlan, Any, list[str]]:
+    """The router plan and SGLang's parse (``parse``: SGLang's ``prepare_server_args``) of the user's
+    arguments with the fair defaults filled in, and the notices of defaults that could not apply. The
+    user's own choice is parsed first as SGLang sees it (a routing policy of this project becomes
+    SGLang's ``round_robin``), so the defaults can read which SGLang features are on."""
+    args, notices = with_defaults(sglang_args, parse(plan_router(sglang_args).sglang_args))
+    plan = plan_router(args)
+    server_args = parse(plan.sglang_args)
+    if plan.policy is not None and check_router_args(plan, server_args).policy is None:
+        plan = RouterPlan(None, args)  # one worker: SGLang's own round robin
+        server_args = parse(args)
+    return plan, server_args, notices
+
+
 def _load_plugins_or_fail() -> None:
     from sglang.srt.plugins import load_plugins
     from sglang.srt.plugins.hook_registry import HookRegistry
@@ -85,15 +100,10 @@ def run(config: FairConfig, sglang_args: Sequence[str], router: RouterSettings |
     from sglang.srt.server_args import prepare_server_args
     from sglang.srt.utils import kill_process_tree
 
-    sglang_args, notices = with_defaults(sglang_args, prepare_server_args(list(sglang_args)))
+    plan, server_args, notices = resolve(sglang_args, prepare_server_args)
     for notice in notices:
         logger.warning(notice)
-    plan = plan_router(sglang_args)
-    server_args = prepare_server_args(plan.sglang_args)
     check_combination(config, server_args)
-    if plan.policy is not None and check_router_args(plan, server_args).policy is None:
-        server_args = prepare_server_args(list(sglang_args))  # one worker: SGLang's own round robin
-        plan = RouterPlan(None, list(sglang_args))
     check_edge(server_args, config, plan.policy is not None)
     process = None
     if plan.policy is not None:
