@@ -53,7 +53,6 @@ from sglang_fair.routing import RoutingPolicy
 from sglang_fair_router.frontend_msgs import Submit
 from sglang_fair_router.worker_msgs import Evicted, Finished, Heartbeat, Holding
 
-PER_CLIENT_TABLES = ("deficits", "next")  # routing policies' per-client state: D²LPM's q, client_rr's turn
 SETTLE_S = 1.0  # a dispatch has surely reached a live worker's inbox this long after it was sent
 
 
@@ -138,10 +137,7 @@ class RouterState:
                 self._touch(client, now)  # a long request: look again a TTL later
                 continue
             del self.client_inflight[client], self.last_active[client]
-            for name in PER_CLIENT_TABLES:
-                table = getattr(self.policy, name, None)
-                if isinstance(table, dict):
-                    table.pop(client, None)
+            self.policy.forget(client)
             gone.append(client)
         self.counts["forgotten_clients"] += len(gone)
         return gone

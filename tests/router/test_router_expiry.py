@@ -69,7 +69,8 @@ def test_serve_passes_its_client_ttl_and_none_with_keys(tmp_path: object) -> Non
 
 
 @pytest.mark.parametrize(("policy", "table"), [("d2lpm", "deficits"), ("d2lpm_guarded", "deficits"),
-                                               ("client_rr", "next")])
+                                               ("client_rr", "next"), ("fair_cache_aware", "deficits"),
+                                               ("fair_cache_aware", "sizes")])
 def test_every_routing_policy_forgets_its_per_client_state(policy: str, table: str) -> None:
     s = RouterState(make_routing_policy(RouterConfig(policy, num_workers=2)), 3.0, client_ttl=TTL)
     for i in range(50):

@@ -11,6 +11,7 @@ A host (the fair router process, the simulator, a test) drives a :class:`Routing
     on_prefill_budget(worker, tokens)
                               the worker can still take ``tokens`` prefill tokens within its TTFT
                               target (FairBatching's report; only ``pab`` reads it)
+    forget(client)            drop the client's per-client state (it returns as a new client)
 
     mark_dead(worker) / mark_alive(worker)
                               failure handling: a dead worker gets nothing, its queue size is
@@ -151,6 +152,10 @@ class RoutingPolicy(ABC):
         if worker not in self.workers:
             raise ConfigError(f"unknown worker {worker}")
         self.queue[worker] = max(0, self.queue[worker] - 1)
+
+    def forget(self, client: str) -> None:  # noqa: B027 (an optional hook)
+        """Drop what the policy keeps per ``client`` (the host forgets clients idle for a TTL; one that
+        comes back is a new client)."""
 
     def on_prefill_budget(self, worker: int, tokens: float) -> None:  # noqa: B027 (an optional hook)
         """Hook: ``worker`` reported its prefill admission budget."""

@@ -56,6 +56,9 @@ class D2LPM(RoutingPolicy):
         candidates = [w for w in available if holders >> w & 1]
         return least_loaded(candidates or available, self.queue)
 
+    def forget(self, client: str) -> None:
+        self.deficits.pop(client, None)
+
     def on_finish(self, worker: int, client: str, output_tokens: int) -> None:
         super().on_finish(worker, client, output_tokens)
         self.counters(client)[worker] -= self.config.cost.output_cost(output_tokens)

@@ -49,6 +49,10 @@ class FairCacheAware(D2LPM):
         self.sizes: dict[str, float] = {}  # per client: recent largest input cost of one request
         self.last_decision = ""  # "balance", "holder" or "credit", for tests and views
 
+    def forget(self, client: str) -> None:
+        super().forget(client)
+        self.sizes.pop(client, None)
+
     def quantum(self, client: str) -> float:
         """Q_c: the client's refill per worker."""
         cfg = self.config

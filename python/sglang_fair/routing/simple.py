@@ -40,6 +40,9 @@ class ClientRoundRobin(RoutingPolicy):
         super().__init__(config)
         self.next: defaultdict[str, int] = defaultdict(int)
 
+    def forget(self, client: str) -> None:
+        self.next.pop(client, None)
+
     def choose(self, req: RouteRequest) -> int:
         turn = self.next[req.client] % len(self.alive)
         self.next[req.client] = (turn + 1) % len(self.alive)
