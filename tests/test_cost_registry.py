@@ -63,7 +63,7 @@ def test_quantum_must_be_positive(quantum: float) -> None:
 
 def test_zero_quantum_is_the_policys_default() -> None:
     assert AdmissionConfig().policy == "dlpm_light"
-    assert make_admission_policy(AdmissionConfig()).quantum == 16384.0
+    assert make_admission_policy(AdmissionConfig()).quantum == 65536.0
     assert make_admission_policy(AdmissionConfig("dlpm", 0)).quantum == 4096.0
     assert make_admission_policy(AdmissionConfig("dlpm", 512)).quantum == 512.0
 
