@@ -3,7 +3,7 @@
 
     python scripts/batching_goodput.py [--trace azure|mooncake|PATH] [--trace-start 180] [--trace-window 300]
         [--scales 0.05,0.1,...] [--policies sglang,sarathi,fairbatching,slai] [--dp 1]
-        [--json docs/batching_goodput.json] [--plot docs/img/batching_goodput.png]
+        [--json results/batching_goodput.json] [--plot docs/img/batching_goodput.png]
 
 Each run replays ``--trace-window`` seconds of the trace (``--trace``: the Azure 2023 code trace by default;
 ``mooncake`` is the Mooncake conversation trace, prefixes shared by its hash ids) from

@@ -2,7 +2,7 @@
 """The default pair (fair_cache_aware routing + dlpm_light workers) against SGLang's cache-aware router,
 today's D²LPM and VTC, on every Fig. 7 cell with D > 1 at 1.0x and 1.2x capacity and the arena at D = 4.
 
-    python scripts/fair_router_report.py [--results docs/results.json] [--out docs/fair_router.md]
+    python scripts/fair_router_report.py [--results results/results.json] [--out docs/fair_router.md]
         [--plot docs/img/fair_router.png]
 
 Reads the protocol's runs (scripts/reproduce_paper.py writes them; seeds 0-2) and checks the targets the
@@ -183,7 +183,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results", default=str(ROOT / "docs" / "results.json"))
+    p.add_argument("--results", default=str(ROOT / "results" / "results.json"))
     p.add_argument("--out", default=str(ROOT / "docs" / "fair_router.md"))
     p.add_argument("--plot", default=str(ROOT / "docs" / "img" / "fair_router.png"))
     a = p.parse_args(argv)

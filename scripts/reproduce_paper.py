@@ -10,7 +10,7 @@ Protocol (docs/results.md, "Protocol"; sglang_fair/sim/protocol.py): arrivals su
 [--warmup, --duration - --cooldown]; every point at a named load (below 0.7x, near 1.0x, above 1.2x)
 of the capacity measured with RR+LPM for its workload x scenario x D x preset (sim/capacity.py); one
 run per seed (--seeds, at least 3), --jobs processes at a time. Every run is appended to
-docs/results.json as it finishes; a rerun skips the runs already there (delete the file to start
+results/results.json as it finishes; a rerun skips the runs already there (delete the file to start
 over). Nothing is tuned to the paper; the presets are public-figure ones, not GPU-calibrated.
 """
 
@@ -105,7 +105,7 @@ def _log(msg: str) -> None:
 def run(a: argparse.Namespace) -> dict[str, Any]:
     proto = Protocol(duration=a.duration, warmup=a.warmup, cooldown=a.cooldown,
                      capacity_duration=a.duration, capacity_warmup=a.duration / 4)
-    path = Path(a.out) / "results.json"
+    path = Path(a.results)
     results: dict[str, Any] = json.loads(path.read_text()) if path.exists() else {}
     if results.get("protocol") != asdict(proto):
         if results.get("runs") or results.get("capacity"):
@@ -179,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--load-workloads", default="tot,judge", help="the named-load sweep's workloads")
     p.add_argument("--load-scenarios", default="s1", help="the named-load sweep's scenarios")
     p.add_argument("--load-dps", default="4", help="the named-load sweep's data-parallel degrees")
-    p.add_argument("--out", default=str(ROOT / "docs"))
+    p.add_argument("--out", default=str(ROOT / "docs"), help="where the images (img/) and results_tables.md go")
+    p.add_argument("--results", default=str(ROOT / "results" / "results.json"), help="every run, kept as it finishes")
     p.add_argument("--capacity-only", action="store_true", help="measure the capacities, run nothing else")
     p.add_argument("--redraw", action="store_true", help="only redraw plots and tables from results.json")
     a = p.parse_args(argv)
@@ -206,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.capacity_only:
         run(a)
         return 0
-    results = json.loads((Path(a.out) / "results.json").read_text()) if a.redraw else run(a)
+    results = json.loads(Path(a.results).read_text()) if a.redraw else run(a)
     from sglang_fair.sim.paper_plots import render  # needs matplotlib (the sim extra)
 
     render(results, Path(a.out))

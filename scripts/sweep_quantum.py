@@ -2,7 +2,7 @@
 """Which Q^u protects a light client? DLPM and dlpm_light over a Q^u sweep, beside LPM, FCFS and VTC.
 
     python scripts/sweep_quantum.py [--duration 30] [--qus 256,1024,4096,16384,65536]
-        [--json docs/quantum_sweep.json] [--plot docs/img/quantum_sweep.png]
+        [--json results/quantum_sweep.json] [--plot docs/img/quantum_sweep.png]
 
 Scenarios, one simulated A100 + Llama-3.1-8B worker each:
   flood        a client floods 48 closed-loop streams of requests sharing a 2,048-token prefix, a

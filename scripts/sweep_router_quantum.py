@@ -3,7 +3,7 @@
 
     python scripts/sweep_router_quantum.py [--duration 20] [--qws 1024,4096,16384,65536,262144]
         [--scenarios flood,tot-s1,judge-s1] [--dp 2] [--variants d2lpm:dlpm,d2lpm:dlpm_light]
-        [--json docs/router_quantum_sweep.json] [--plot docs/img/router_quantum_sweep.png]
+        [--json results/router_quantum_sweep.json] [--plot docs/img/router_quantum_sweep.png]
 
 The scenarios and per-run figures of ``scripts/sweep_quantum.py`` (light P99, the flooding client's
 hit rate, throughput, Jain's index), served by ``--dp`` simulated A100 + Llama-3.1-8B workers behind

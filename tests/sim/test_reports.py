@@ -36,9 +36,9 @@ def test_render_writes_figures_and_generated_section(tmp_path: Path) -> None:
     results = {"capacity": {"tot/s1/D1/x/B2": {"capacity": 0.3, "stable": 0.28, "unstable": 0.32,
                                                "trials": [[0.3, 0.01]], "cpu_s": 1.0}},
                "runs": runs, "figures": {"fig1": [p.key() for p in fig1], "fig7": [p.key() for p in fig7]}}
-    (tmp_path / "results.md").write_text(f"# R\n\nprose\n\n{BEGIN}\nold\n{END}\n\nmore prose\n")
+    (tmp_path / "results_tables.md").write_text(f"# R\n\nprose\n\n{BEGIN}\nold\n{END}\n\nmore prose\n")
     render(results, tmp_path)
-    text = (tmp_path / "results.md").read_text()
+    text = (tmp_path / "results_tables.md").read_text()
     assert "prose" in text and "more prose" in text and "old" not in text
     assert "| LPM | - |" in text and "| DLPM | 512 |" in text
     assert "11.0 [10.0-12.0]" in text  # mean [min-max] over the three seeds
@@ -59,9 +59,9 @@ def test_render_shows_the_queue_figures_of_fig1mem_only(tmp_path: Path) -> None:
     runs = [{**asdict(p), "key": p.key(), "seed": s, "rate": 0.5, "scheduler": p.scheduler,
              **{k: 1.0 for k in KEYS}, "mean_wait_s": 20.0 + s, "mean_decode_batch": 7.0}
             for ps in pts.values() for p in ps for s in (0, 1, 2)]
-    (tmp_path / "results.md").write_text(f"{BEGIN}\n{END}\n")
+    (tmp_path / "results_tables.md").write_text(f"{BEGIN}\n{END}\n")
     render({"runs": runs, "figures": {k: [p.key() for p in ps] for k, ps in pts.items()}}, tmp_path)
-    text = (tmp_path / "results.md").read_text()
+    text = (tmp_path / "results_tables.md").read_text()
     fig1, fig1mem = text.split("### Fig. 1 under memory pressure")
     assert "mean_wait_s" not in fig1 and "mean_wait_s | mean_decode_batch" in fig1mem
     assert "21.0 [20.0-22.0] | 7.0 [7.0-7.0]" in fig1mem
@@ -82,9 +82,9 @@ def test_render_orders_loads_and_splits_the_load_sweep_per_d(tmp_path: Path) -> 
            + [Point("qa", "s1", 2, router="d2lpm", policy="dlpm", q_w=q, load="near") for q in (0, 1e3, 1e6)]}
     runs = [{**asdict(p), "key": p.key(), "seed": s, "rate": 0.5, "scheduler": p.scheduler,
              **{k: 1.0 for k in KEYS}} for ps in pts.values() for p in ps for s in (0, 1, 2)]
-    (tmp_path / "results.md").write_text(f"{BEGIN}\n{END}\n")
+    (tmp_path / "results_tables.md").write_text(f"{BEGIN}\n{END}\n")
     render({"runs": runs, "figures": {k: [p.key() for p in ps] for k, ps in pts.items()}}, tmp_path)
-    text = (tmp_path / "results.md").read_text()
+    text = (tmp_path / "results_tables.md").read_text()
     fig1 = text.split("### Fig. 1")[1].split("###")[0]
     assert fig1.index("| below | VTC |") < fig1.index("| above | VTC |")  # by load, not as defined
     assert "| 1,000 |" in text and "| 16,384 (default) |" in text  # qw_locality's q_w column

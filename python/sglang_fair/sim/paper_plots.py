@@ -1,7 +1,7 @@
 """Figures and tables of ``scripts/reproduce_paper.py`` (needs matplotlib: the ``sim`` extra).
 
-``render(results, out)`` draws docs/img/fig*.png from docs/results.json (every run of the protocol,
-:mod:`sglang_fair.sim.protocol`) and rewrites the generated section of ``out/results.md`` (between
+``render(results, out)`` draws docs/img/fig*.png from results/results.json (every run of the protocol,
+:mod:`sglang_fair.sim.protocol`) and rewrites the generated section of ``out/results_tables.md`` (between
 the BEGIN/END GENERATED markers). Every point is the mean over its seeds; error bars and the
 brackets in the tables are the seeds' min-max.
 """
@@ -264,7 +264,7 @@ def _split(name: str, pts: list[dict[str, Any]]) -> list[tuple[str, list[dict[st
 
 
 def render(results: dict[str, Any], out: Path) -> None:
-    """Write the PNGs and the generated tables of docs/results.md from docs/results.json."""
+    """Write the PNGs and the generated tables of docs/results_tables.md from results/results.json."""
     img = out / "img"
     img.mkdir(parents=True, exist_ok=True)
     parts = []
@@ -286,7 +286,7 @@ def render(results: dict[str, Any], out: Path) -> None:
                      + (f"({missing} of {len(keys)} points not run.)\n\n" if missing else "")
                      + table(pts, COLS[name], METRICS + (QUEUE_METRICS if name == "fig1mem" else []))
                      + "\n")
-    write_generated(out / "results.md", "\n".join(parts), "# Results")
+    write_generated(out / "results_tables.md", "\n".join(parts), "# Results: every figure's table")
 
 
 def write_generated(doc: Path, body: str, title: str) -> None:

@@ -132,7 +132,7 @@ def measure_capacity(point: Point, proto: Protocol, start: float,
 
 def run_point(point: Point, capacity: float, proto: Protocol, seed: int, series: bool = False
               ) -> dict[str, Any]:
-    """Simulate ``point`` at its named load for one seed; the row of docs/results.json (with
+    """Simulate ``point`` at its named load for one seed; the row of results/results.json (with
     per-client service and latency over time if ``series``)."""
     t0 = time.process_time()
     rate = LOADS[point.load] * capacity

@@ -167,7 +167,7 @@ PRESETS: dict[str, tuple[Hardware, Model]] = {
 # attention, OMP_NUM_THREADS=1, --max-total-tokens 60000, chunked prefill 4096) on an otherwise idle
 # 2-core VM, 2026-11-23: scripts/measure_cpu_steps.py --grid short and --grid long (prefill after up
 # to 24,576 cached tokens), then python -m sglang_fair.sim.fit --relative of both CSVs
-# (docs/fidelity/cpu_tiny_steps_quiet.csv, _quiet_long2.csv; median error 11% short, 6% long).
+# (results/fidelity/cpu_tiny_steps_quiet.csv, _quiet_long2.csv; median error 11% short, 6% long).
 FITTED: dict[str, tuple[LinearStepModel, int, int, int]] = {
     "cpu-tiny-llama": (LinearStepModel(
         fixed=3.309e-3, per_request=1.229e-4, per_new_token=5.135e-5, per_context_token=6.145e-7,
