@@ -36,8 +36,9 @@ from sglang_fair.batching import BATCHING_POLICIES, BatchingConfig  # noqa: E402
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
 from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
+from sglang_fair.workloads.config import DEFAULT_DATA_DIR  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = Path(DEFAULT_DATA_DIR)
 TRACES = {"azure": DATA / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv",
           "mooncake": DATA / "mooncake" / "conversation_trace.jsonl"}
 
@@ -130,7 +131,7 @@ def plot(results: dict[str, list[dict[str, Any]]], path: Path, title: str, ttft:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--trace", default="azure",
-                   help=f"{' or '.join(TRACES)} (../shared/data), or a trace file's path")
+                   help=f"{' or '.join(TRACES)} (the shipped data sets), or a trace file's path")
     p.add_argument("--trace-start", type=float, default=180.0, help="seconds into the trace")
     p.add_argument("--trace-window", type=float, default=300.0, help="seconds of the trace replayed")
     p.add_argument("--scales", default="0.05,0.1,0.15,0.2,0.3,0.4,0.5,0.75",
@@ -183,6 +184,8 @@ def main() -> int:
         best = max(rs, key=lambda r: r["goodput"])
         print(f"  {label:<24} {best['goodput']:.2f} at {best['offered_rps']:.2f} rps offered")
     config = {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "cut"}
+    if args.trace.is_relative_to(DATA):  # the shipped copy, named as in the package
+        config["trace"] = str(args.trace.relative_to(DATA.parents[1]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"config": config, "runs": results}, indent=1, default=str))

@@ -28,7 +28,7 @@ class DemoConfig:
     light_clients: int = field(default=3, metadata={"help": "number of light clients"})
     heavy_requests: int = field(default=300, metadata={"help": "requests the heavy client floods"})
     light_requests: int = field(default=30, metadata={"help": "requests per light client"})
-    quantum: float = field(default=400.0, metadata={"help": "Q^u of DLPM"})
+    fair_quantum: float = field(default=400.0, metadata={"help": "Q^u of DLPM"})
     capacity: int = field(default=2400, metadata={"help": "KV pool tokens of the worker"})
     max_running: int = field(default=8, metadata={"help": "cap on running requests"})
     seed: int = field(default=0, metadata={"help": "random seed of the workload"})
@@ -62,7 +62,7 @@ def build_workload(cfg: DemoConfig) -> list[EngineRequest]:
 def run_policy(cfg: DemoConfig, policy: str) -> dict[str, float]:
     cost = CostModel()
     cluster = Lockstep(LockstepConfig(capacity=cfg.capacity, max_running=cfg.max_running),
-                      AdmissionConfig(policy, cfg.quantum, cost), RouterConfig("round_robin"))
+                      AdmissionConfig(policy, cfg.fair_quantum, cost), RouterConfig("round_robin"))
     requests = build_workload(cfg)
     recorder = BacklogRecorder(sorted({r.client for r in requests}), cost)
     cluster.run(requests, recorder)

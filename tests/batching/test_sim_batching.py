@@ -25,7 +25,7 @@ ANY = SLO(1.0, 1.0)
 
 def _programs(**kw: object) -> list[Program]:
     cfg = WorkloadConfig(**{"workload": "tot", "scenario": "s2", "clients": 3, "rate": 0.6, "duration": 5,
-                            "depth": 2, "data_dir": "/nonexistent-data-dir", **kw})  # type: ignore[arg-type]
+                            "depth": 2, "synthetic_data": True, **kw})  # type: ignore[arg-type]
     return make_workload(cfg, 1)
 
 
@@ -128,7 +128,7 @@ def test_slo_recorder_sees_every_token_once(name: str) -> None:
 def test_sim_cli_batching_flags_and_slo_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.json"
     small = ["sim", "--workload", "tot", "--scenario", "s2", "--clients", "3", "--depth", "2",
-             "--rate", "0.3", "--duration", "5", "--dp", "2", "--data-dir", "/nonexistent-data-dir",
+             "--rate", "0.3", "--duration", "5", "--dp", "2", "--synthetic-data",
              "--no-progress"]
     assert main([*small, "--batching", "slai", "--batch-token-budget", "256", "--batch-slo-classes",
                  "paying=0.5/0.1", "--batch-client-classes", "c0=paying", "--json", str(out)]) == 0
@@ -143,5 +143,5 @@ def test_sim_cli_rejects_bad_batching_flags(capsys: pytest.CaptureFixture[str]) 
     with pytest.raises(SystemExit) as err:
         main(["sim", "--batching", "nope"])
     assert err.value.code != 0 and "invalid choice" in capsys.readouterr().err
-    assert main(["sim", "--workload", "tot", "--duration", "1", "--data-dir", "/nonexistent-data-dir",
+    assert main(["sim", "--workload", "tot", "--duration", "1", "--synthetic-data",
                  "--batch-client-classes", "a=gold"]) != 0

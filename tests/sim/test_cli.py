@@ -10,7 +10,7 @@ import pytest
 from sglang_fair.cli import main
 
 SMALL = ["sim", "--workload", "tot", "--scenario", "s2", "--clients", "3", "--depth", "2", "--rate", "0.3",
-         "--duration", "5", "--dp", "2", "--data-dir", "/nonexistent-data-dir", "--no-progress"]
+         "--duration", "5", "--dp", "2", "--synthetic-data", "--no-progress"]
 KEYS = {"throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
         "cache_hit_rate", "max_backlogged_service_diff", "clients"}
 

@@ -35,7 +35,7 @@ def test_mean_decode_batch_weighs_plans_by_steps() -> None:
 
 def _run(kv_tokens: int) -> dict[str, float | None]:
     wl = WorkloadConfig(workload="tot", scenario="s1", clients=4, rate=0.05, duration=60, seed=0,
-                        data_dir="/nonexistent")
+                        synthetic_data=True)
     res = Simulator(ClusterSimConfig(dp=1, policy="lpm", max_time=60.0),
                     EngineConfig(preset="a10-llama8b", kv_tokens=kv_tokens),
                     make_workload(wl, 1), horizon=60.0).run()

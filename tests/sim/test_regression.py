@@ -27,7 +27,7 @@ from sglang_fair.workloads import WorkloadConfig, make_workload
 
 def test_d2lpm_isolates_well_behaved_clients_better_than_rr_lpm() -> None:
     cfg = WorkloadConfig(workload="tot", scenario="s1", clients=4, duration=30, seed=0,
-                         data_dir="/nonexistent-data-dir")
+                         synthetic_data=True)
     programs = make_workload(cfg, 2)
     runs = {}
     for router, policy in (("round_robin", "lpm"), ("d2lpm", "dlpm")):

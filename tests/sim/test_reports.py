@@ -12,7 +12,7 @@ from sglang_fair.workloads import WorkloadConfig
 
 
 def test_bench_reports_speed() -> None:
-    wl = WorkloadConfig(workload="tot", clients=2, rate=0.3, duration=4, depth=2, data_dir="/nonexistent")
+    wl = WorkloadConfig(workload="tot", clients=2, rate=0.3, duration=4, depth=2, synthetic_data=True)
     out = bench(wl, ClusterSimConfig(dp=2), EngineConfig())
     assert out["requests"] > 0 and out["simulated_s"] > 0
     assert out["sim_requests_per_cpu_s"] > 0 and out["simulated_s_per_wall_s"] > 0

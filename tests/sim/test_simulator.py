@@ -17,14 +17,13 @@ from sglang_fair.sim.steptime import LinearStepModel
 from sglang_fair.workloads import ProgramRun, WorkloadConfig, make_workload
 from sglang_fair.workloads.program import Call, Program
 
-NO_DATA = "/nonexistent-data-dir"
 PAIRS = [("round_robin", "lpm"), ("preble", "lpm"), ("client_rr", "vtc"), ("d2lpm", "dlpm"),
          ("cache_aware", "fcfs"), ("shortest_queue", "dlpm")]
 
 
 def _tot(**kw: object) -> list[Program]:
     cfg = WorkloadConfig(**{"workload": "tot", "scenario": "s2", "clients": 3, "rate": 0.4, "duration": 6,
-                            "depth": 2, "data_dir": NO_DATA, **kw})  # type: ignore[arg-type]
+                            "depth": 2, "synthetic_data": True, **kw})  # type: ignore[arg-type]
     return make_workload(cfg, 2)
 
 

@@ -123,7 +123,7 @@ def test_window_validation() -> None:
 def test_sim_cli_applies_the_window_and_stops_at_the_end_of_arrivals(tmp_path: Path) -> None:
     out = tmp_path / "s.json"
     cmd = [sys.executable, "-m", "sglang_fair", "sim", "--workload", "tot", "--clients", "2", "--dp", "1",
-           "--duration", "12", "--rate", "0.2", "--depth", "2", "--data-dir", "/nonexistent-data-dir",
+           "--duration", "12", "--rate", "0.2", "--depth", "2", "--synthetic-data",
            "--warmup", "3", "--steady-state", "--json", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, timeout=120)
     doc = json.loads(out.read_text())

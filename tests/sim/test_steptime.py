@@ -66,9 +66,9 @@ def test_fit_cli_and_step_model_flag(tmp_path: Path, capsys: pytest.CaptureFixtu
     model = load_model(model_path)
     assert model.per_new_token == pytest.approx(1e-4, rel=0.01)
     assert cli_main(["sim", "--workload", "tot", "--depth", "1", "--duration", "3", "--rate", "0.3",
-                     "--data-dir", "/nonexistent", "--step-model", str(model_path), "--no-progress"]) == 0
+                     "--synthetic-data", "--step-model", str(model_path), "--no-progress"]) == 0
     assert cli_main(["sim", "--step-model", str(tmp_path / "missing.json"), "--duration", "3",
-                     "--data-dir", "/nonexistent", "--no-progress"]) == 2
+                     "--synthetic-data", "--no-progress"]) == 2
 
 
 def cpu_like_samples(truth: LinearStepModel, prefix_pairs: bool = True) -> list[tuple[StepShape, float]]:

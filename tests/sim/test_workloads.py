@@ -15,8 +15,6 @@ from sglang_fair.workloads import ProgramRun, WorkloadConfig, call_count, make_w
 from sglang_fair.workloads.arrivals import gamma_arrivals
 from sglang_fair.workloads.tokens import SyntheticTokenizer
 
-NO_DATA = "/nonexistent-data-dir"  # forces the seeded synthetic fallbacks: fast and data-free
-
 
 def _fingerprint(programs: list) -> list:
     out = []
@@ -28,15 +26,15 @@ def _fingerprint(programs: list) -> list:
 
 @pytest.mark.parametrize("workload", ["tot", "judge", "qa", "multiturn"])
 def test_same_seed_same_programs(workload: str) -> None:
-    cfg = WorkloadConfig(workload=workload, scenario="s1", duration=8, rate=0.3, data_dir=NO_DATA, depth=2)
+    cfg = WorkloadConfig(workload=workload, scenario="s1", duration=8, rate=0.3, synthetic_data=True, depth=2)
     assert _fingerprint(make_workload(cfg)) == _fingerprint(make_workload(cfg))
-    other = WorkloadConfig(workload=workload, scenario="s1", duration=8, rate=0.3, data_dir=NO_DATA,
+    other = WorkloadConfig(workload=workload, scenario="s1", duration=8, rate=0.3, synthetic_data=True,
                            depth=2, seed=1)
     assert _fingerprint(make_workload(other)) != _fingerprint(make_workload(cfg))
 
 
 def test_tot_tree_shape_and_prefix_sharing() -> None:
-    cfg = WorkloadConfig(workload="tot", scenario="s1", clients=2, rate=0.5, duration=10, data_dir=NO_DATA)
+    cfg = WorkloadConfig(workload="tot", scenario="s1", clients=2, rate=0.5, duration=10, synthetic_data=True)
     programs = make_workload(cfg)
     sizes = {p.client: len(p.calls) for p in programs}
     assert sizes == {"c0": 340, "c1": 30}  # 000 Table 3: 4 vs 2 branches, 4 levels, forks at the root
@@ -52,7 +50,7 @@ def test_tot_tree_shape_and_prefix_sharing() -> None:
 
 
 def test_tot_s2_question_ten_times_longer() -> None:
-    cfg = WorkloadConfig(workload="tot", scenario="s2", clients=2, data_dir=NO_DATA)
+    cfg = WorkloadConfig(workload="tot", scenario="s2", clients=2, synthetic_data=True)
     tok, question = SyntheticTokenizer(0), tuple(range(50))
     bad = ProgramRun(tot.make_program(cfg, 0, "c0", 0.0, question, tok, random.Random(0))).prompt(0)
     good = ProgramRun(tot.make_program(cfg, 1, "c1", 0.0, question, tok, random.Random(0))).prompt(0)
@@ -60,7 +58,8 @@ def test_tot_s2_question_ten_times_longer() -> None:
 
 
 def test_judge_branch_solve_merge() -> None:
-    cfg = WorkloadConfig(workload="judge", scenario="s1", clients=2, rate=0.5, duration=10, data_dir=NO_DATA)
+    cfg = WorkloadConfig(workload="judge", scenario="s1", clients=2, rate=0.5, duration=10,
+                         synthetic_data=True)
     programs = make_workload(cfg)
     sizes = {p.client: len(p.calls) for p in programs}
     assert sizes == {"c0": 17, "c1": 3}  # 16 vs 2 dimensions, plus the merge
@@ -74,7 +73,7 @@ def test_judge_branch_solve_merge() -> None:
 
 
 def test_qa_single_call_ttft_and_s2_doubles_document() -> None:
-    cfg = WorkloadConfig(workload="qa", scenario="s2", clients=2, rate=0.5, duration=10, data_dir=NO_DATA,
+    cfg = WorkloadConfig(workload="qa", scenario="s2", clients=2, rate=0.5, duration=10, synthetic_data=True,
                          documents=20)
     programs = make_workload(cfg)
     assert all(len(p.calls) == 1 and p.metric == "ttft" for p in programs)
@@ -131,7 +130,6 @@ def test_config_validation() -> None:
         WorkloadConfig(scenario="s1", clients=1)
 
 
-@pytest.mark.skipif(not Path(WorkloadConfig().data_dir, "gsm8k").exists(), reason="shared data not present")
 def test_real_data_sources_load() -> None:
     vtc = make_workload(WorkloadConfig(workload="multiturn", source="vtc", duration=600))
     assert len({p.client for p in vtc}) == 27 and call_count(vtc) == 1499

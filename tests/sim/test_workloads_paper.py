@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 import statistics
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -13,9 +12,6 @@ from sglang_fair.workloads import ProgramRun, WorkloadConfig, judge, make_worklo
 from sglang_fair.workloads.arena import HEAVY_FACTOR, load_trace_rows
 from sglang_fair.workloads.tokens import make_tokenizer, seeded_rng
 
-NO_DATA = "/nonexistent-data-dir"
-DATA = Path(WorkloadConfig().data_dir)
-needs_data = pytest.mark.skipif(not (DATA / "loogle").exists(), reason="shared data not present")
 A100_POOL = 391_693  # KV tokens of one A100-80GB + Llama-3.1-8B worker (docs/simulator.md)
 
 
@@ -30,7 +26,8 @@ def _levels(program) -> list[int]:
 @pytest.mark.parametrize(("branches", "levels"),
                          [(2, [2, 4, 8, 16]), (3, [3, 9, 27, 81]), (4, [4, 16, 64, 256])])
 def test_tot_forks_at_the_root_like_sglangs_benchmark(branches: int, levels: list[int]) -> None:
-    cfg = WorkloadConfig(workload="tot", clients=1, rate=0.5, duration=4, branches=branches, data_dir=NO_DATA)
+    cfg = WorkloadConfig(workload="tot", clients=1, rate=0.5, duration=4, branches=branches,
+                         synthetic_data=True)
     p = make_workload(cfg)[0]
     assert _levels(p) == levels and len(p.calls) == sum(levels)  # 30 / 120 / 340 (000 Table 3)
     run = ProgramRun(p)
@@ -39,7 +36,7 @@ def test_tot_forks_at_the_root_like_sglangs_benchmark(branches: int, levels: lis
 
 
 def test_tot_s1_counts_and_level_instructions_differ() -> None:
-    cfg = WorkloadConfig(workload="tot", scenario="s1", clients=3, rate=0.3, duration=20, data_dir=NO_DATA)
+    cfg = WorkloadConfig(workload="tot", scenario="s1", clients=3, rate=0.3, duration=20, synthetic_data=True)
     sizes = {(p.client, len(p.calls)) for p in make_workload(cfg)}
     assert sizes == {("c0", 340), ("c1", 30), ("c2", 30)}
     p = make_workload(cfg)[-1]
@@ -49,22 +46,22 @@ def test_tot_s1_counts_and_level_instructions_differ() -> None:
 
 
 def test_judge_prefix_and_output_lengths_match_table_2() -> None:
-    cfg = WorkloadConfig(workload="judge", clients=4, rate=1.0, duration=30, data_dir=NO_DATA)
+    cfg = WorkloadConfig(workload="judge", clients=4, rate=1.0, duration=30, synthetic_data=True)
     programs = make_workload(cfg)
     prompts = [len(ProgramRun(p).prompt(i)) for p in programs for i in range(len(p.calls))]
     outputs = [c.output_len for p in programs for c in p.calls]
     assert len(programs) > 80
     assert abs(statistics.mean(prompts) / 2701 - 1) < 0.10  # 000 Table 2: 2,701
     assert abs(statistics.mean(outputs) / 256 - 1) < 0.05  # 000 Table 2: 256
-    s2 = WorkloadConfig(workload="judge", scenario="s2", clients=2, data_dir=NO_DATA)
-    tok = make_tokenizer(s2.data, 0)
+    s2 = WorkloadConfig(workload="judge", scenario="s2", clients=2, synthetic_data=True)
+    tok = make_tokenizer(s2)
     bad, good = (judge.make_program(s2, 0, c, 0.0, tok, random.Random(7)) for c in ("c0", "c1"))
     assert len(ProgramRun(bad).prompt(0)) - len(ProgramRun(good).prompt(0)) == 600  # Table 3
 
 
 def test_qa_clients_ask_about_their_own_documents_only() -> None:
-    cfg = WorkloadConfig(workload="qa", clients=3, rate=2.0, duration=10, documents=12, data_dir=NO_DATA)
-    tok = make_tokenizer(cfg.data, cfg.seed)
+    cfg = WorkloadConfig(workload="qa", clients=3, rate=2.0, duration=10, documents=12, synthetic_data=True)
+    tok = make_tokenizer(cfg)
     docs = qa.make_documents(cfg, tok, seeded_rng("data", cfg.seed))
     heads = {d.header: k for k, d in enumerate(docs)}
     assert len(docs) == 12 and len(heads) == 12  # distinct headers: distinct prefixes
@@ -76,10 +73,9 @@ def test_qa_clients_ask_about_their_own_documents_only() -> None:
     assert all(len(ks) >= 3 for ks in seen.values())  # several documents each: reuse and switching
 
 
-@needs_data
 def test_qa_document_set_is_many_pools_with_loogle_lengths() -> None:
     cfg = WorkloadConfig(workload="qa", clients=4, rate=1.0, duration=10)
-    tok = make_tokenizer(cfg.data, cfg.seed)
+    tok = make_tokenizer(cfg)
     sources = qa.load_sources(cfg, tok, seeded_rng("data", cfg.seed))
     docs = qa.make_documents(cfg, tok, seeded_rng("data", cfg.seed))
     assert len(sources) == 9  # longdep and shortdep share one of their 10 documents
@@ -98,7 +94,7 @@ def _arena(**kw: object) -> list:
 
 
 def test_arena_rates_follow_fig_8() -> None:
-    programs = _arena(data_dir=NO_DATA, duration=300.0, time_scale=2.0)
+    programs = _arena(synthetic_data=True, duration=300.0, time_scale=2.0)
     half = 150.0
     first = Counter(p.client for p in programs if p.arrival < half)
     second = Counter(p.client for p in programs if p.arrival >= half)
@@ -111,18 +107,17 @@ def test_arena_rates_follow_fig_8() -> None:
 
 
 def test_arena_conversations_are_two_turns_extending_each_other() -> None:
-    p = _arena(data_dir=NO_DATA, duration=20.0)[0]
+    p = _arena(synthetic_data=True, duration=20.0)[0]
     run = ProgramRun(p)
     assert len(p.calls) == 2 and p.calls[1].deps == (0,)
     first = run.prompt(0) + run.output(0)
     assert run.prompt(1)[: len(first)] == first
-    a, b = _arena(data_dir=NO_DATA, duration=60.0), _arena(data_dir=NO_DATA, duration=60.0)
+    a, b = _arena(synthetic_data=True, duration=60.0), _arena(synthetic_data=True, duration=60.0)
     assert [(q.client, q.arrival) for q in a] == [(q.client, q.arrival) for q in b]
-    assert [(q.client, q.arrival) for q in a] != [(q.client, q.arrival) for q in _arena(data_dir=NO_DATA,
+    assert [(q.client, q.arrival) for q in a] != [(q.client, q.arrival) for q in _arena(synthetic_data=True,
                                                                                     duration=60.0, seed=1)]
 
 
-@needs_data
 def test_arena_uses_the_trace_times_and_lengths() -> None:
     cfg = WorkloadConfig(workload="arena", clients=4, duration=150.01, time_scale=4.0)
     times, lengths = load_trace_rows(cfg)

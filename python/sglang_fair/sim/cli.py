@@ -25,6 +25,7 @@ from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.metrics import MetricsConfig, RunResult, summarize_windows
 from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
+from sglang_fair.sim.compare import plot_compare, verdict
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.report import (
     add_output_flags,
@@ -53,6 +54,7 @@ def register(subparsers: Any) -> None:
     add_flags(p, BatchingConfig, skip=("policy",))  # --batch-token-budget, --batch-ttft, ...
     p.add_argument("--slo", action="store_true",
                    help="report TTFT/TPOT percentiles, SLO attainment, goodput (--batch-ttft, --batch-tpot)")
+    p.add_argument("--plot", default="", help="one PNG comparing the pairs (needs the sim extra)")
     p.add_argument("--compare", default="", help='router:policy pairs, e.g. "round_robin:lpm,d2lpm:dlpm"')
     add_output_flags(p)
     p.set_defaults(func=main)
@@ -124,14 +126,19 @@ def main(args: argparse.Namespace) -> int:
     if len(summaries) == 1:
         print()
         print(format_clients(next(iter(summaries.values()))))
+    if lines := verdict(summaries):
+        print()
+        print("\n".join(lines))
     if args.json:
         docs = {name: dict(doc, service_series=service_series(results[name]))
                 for name, doc in summaries.items()}
         config = {"workload": asdict(workload), "cluster": asdict(cluster), "engine": asdict(engine),
                   "admission": asdict(admission), "routing": asdict(routing), "metrics": asdict(metrics),
                   "batching": asdict(batching),
-                  "tokenizer": make_tokenizer(workload.data, workload.seed).name}
+                  "tokenizer": make_tokenizer(workload).name}
         _write_json(Path(args.json), docs, bool(args.compare), config)
+    if args.plot:
+        print(f"wrote {plot_compare(summaries, Path(args.plot))}")
     if args.plot_dir:
         for path in plot_service(results, Path(args.plot_dir)):
             print(f"wrote {path}")

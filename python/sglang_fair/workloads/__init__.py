@@ -15,7 +15,7 @@ from pathlib import Path
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.workloads import arena, judge, multiturn, qa, tot
 from sglang_fair.workloads.arrivals import gamma_arrivals
-from sglang_fair.workloads.config import WorkloadConfig
+from sglang_fair.workloads.config import WorkloadConfig, data_file
 from sglang_fair.workloads.program import Call, OutputOf, Program, ProgramRun, PromptOf, call_count
 from sglang_fair.workloads.tokens import make_tokenizer, seeded_rng
 from sglang_fair.workloads.trace import SOURCE_FILES, load_trace
@@ -34,9 +34,9 @@ def make_workload(config: WorkloadConfig, dp: int = 1) -> list[Program]:
         if config.workload == "trace":
             path = Path(config.trace_file)
         else:
-            path = config.data / SOURCE_FILES[config.source]
+            path = data_file(config, SOURCE_FILES[config.source])
         return _renumber(load_trace(config, path))
-    tok = make_tokenizer(config.data, config.seed)
+    tok = make_tokenizer(config)
     if config.workload == "arena":
         return _renumber(arena.make_programs(config, tok))
     data_rng = seeded_rng("data", config.seed)

@@ -1,7 +1,7 @@
 """Chatbot Arena multi-turn conversations as 000 Fig. 8 runs them (four clients, c2 and c3 heavy).
 
 Arrival times are the real chat.lmsys.org (Chatbot Arena) request times of the VTC trace
-(``shared/data/vtc_lmsys/real_trace.csv``: 1,500 requests over 600 s), divided by ``time_scale``
+(the package's ``data/vtc_lmsys/real_trace.csv``: 1,500 requests over 600 s), divided by ``time_scale``
 (000 §6.1: "re-scale the request time stamps ... and aggregate multiple clients' requests") and
 replayed again from the start for as long as ``duration`` lasts, so arrivals never stop early.
 Each arrival starts a conversation of one of the clients, drawn (seeded) in proportion to the
@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import random
 
-from sglang_fair.workloads.config import WorkloadConfig, uniform_len, warn_missing_data
+from sglang_fair.workloads.config import WorkloadConfig, data_file, uniform_len
 from sglang_fair.workloads.multiturn import SYSTEM
 from sglang_fair.workloads.program import Call, OutputOf, Program, PromptOf
 from sglang_fair.workloads.tokens import Tokenizer, random_tokens, seeded_rng
@@ -34,20 +34,18 @@ TURNS = 2
 
 def load_trace_rows(config: WorkloadConfig) -> tuple[list[float], list[tuple[int, int]]]:
     """Request times (seconds from the first) and (prompt_len, output_len) pairs of the trace."""
-    path = config.data / TRACE
-    if path.exists():
-        with path.open() as f:
-            rows = sorted(csv.DictReader(f), key=lambda r: float(r["req_time"]))
-        t0 = float(rows[0]["req_time"])
-        return ([float(r["req_time"]) - t0 for r in rows],
-                [(max(1, int(r["prompt_len"])), max(1, int(r["output_len"]))) for r in rows])
-    warn_missing_data(path, "a seeded Poisson stream with Table 2's mean lengths")
-    rng = seeded_rng("arena-fallback", config.seed)
-    times, t = [], 0.0
-    while t < 600.0:
-        times.append(t)
-        t += rng.expovariate(2.5)
-    return times, [(uniform_len(rng, 56), uniform_len(rng, 142)) for _ in times]
+    if config.synthetic_data:  # a seeded Poisson stream with Table 2's mean lengths
+        rng = seeded_rng("arena-fallback", config.seed)
+        times, t = [], 0.0
+        while t < 600.0:
+            times.append(t)
+            t += rng.expovariate(2.5)
+        return times, [(uniform_len(rng, 56), uniform_len(rng, 142)) for _ in times]
+    with data_file(config, TRACE).open() as f:
+        rows = sorted(csv.DictReader(f), key=lambda r: float(r["req_time"]))
+    t0 = float(rows[0]["req_time"])
+    return ([float(r["req_time"]) - t0 for r in rows],
+            [(max(1, int(r["prompt_len"])), max(1, int(r["output_len"]))) for r in rows])
 
 
 def rate_factor(config: WorkloadConfig, client: str, t: float) -> float:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +11,7 @@ from sglang_fair.core.errors import require
 WORKLOADS = ("tot", "judge", "qa", "multiturn", "arena", "trace", "mix")
 SCENARIOS = ("none", "s1", "s2")
 SOURCES = ("mtbench", "mooncake", "vtc")
-DEFAULT_DATA_DIR = str(Path(__file__).resolve().parents[3].parent / "shared" / "data")
+DEFAULT_DATA_DIR = str(Path(__file__).resolve().parents[1] / "data")  # shipped with the package (MANIFEST.md)
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,11 @@ class WorkloadConfig:
     dimensions: int = field(default=2, metadata={"help": "LLM-as-a-Judge dimensions (S1: c0 uses 8x)"})
     time_scale: float = field(default=1.0, metadata={
         "help": "trace replay and arena: divide arrival times by this (arena: 2.5x this conversations/s)"})
-    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={"help": "the shared data directory"})
+    data_dir: str = field(default=DEFAULT_DATA_DIR, metadata={
+        "help": "the data sets' folder (default: the ones shipped with the package)"})
+    synthetic_data: bool = field(default=False, metadata={
+        "help": "seeded synthetic texts and lengths instead of the data sets (fast, for tests; "
+                "figures differ from the published ones)"})
 
     def __post_init__(self) -> None:
         checks = (("workload", self.workload, WORKLOADS), ("scenario", self.scenario, SCENARIOS),
@@ -85,7 +88,9 @@ def uniform_len(rng: random.Random, mean: int, spread: float = 0.5) -> int:
     return max(1, round(rng.uniform(mean * (1 - spread), mean * (1 + spread))))
 
 
-def warn_missing_data(path: Path, substitute: str) -> None:
-    """Say on stderr that a data set is absent and what stands in for it (results will differ)."""
-    logging.getLogger("sglang_fair.workloads").warning(
-        "data set not found at %s: using %s instead (--data-dir points at shared/data)", path, substitute)
+def data_file(config: WorkloadConfig, relative: str) -> Path:
+    """The data set ``relative`` under ``config.data_dir``; a ConfigError naming it when absent."""
+    path = config.data / relative
+    require(path.is_file(), f"data set {relative} not found in {config.data_dir} (--data-dir): the package "
+            f"ships it in {DEFAULT_DATA_DIR}; --synthetic-data runs without data sets")
+    return path

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import random
 
-from sglang_fair.workloads.config import WorkloadConfig, uniform_len, warn_missing_data
+from sglang_fair.workloads.config import WorkloadConfig, data_file, uniform_len
 from sglang_fair.workloads.program import Call, OutputOf, Program, PromptOf
 from sglang_fair.workloads.tokens import Tokenizer, random_tokens
 
@@ -22,13 +22,12 @@ Conversation = tuple[tuple[int, ...], ...]
 
 
 def load_turns(config: WorkloadConfig, tok: Tokenizer, rng: random.Random) -> list[Conversation]:
-    path = config.data / "fastchat" / "mt_bench_question.jsonl"
-    if path.exists():
-        with path.open() as f:
-            rows = [json.loads(line) for line in f if line.strip()]
-        return [tuple(tuple(tok.encode(t)) for t in row["turns"]) for row in rows]
-    warn_missing_data(path, "seeded synthetic conversations")
-    return [tuple(random_tokens(rng, uniform_len(rng, 60)) for _ in range(2)) for _ in range(80)]
+    """MT-bench's two-turn conversations as token tuples (synthetic ones with ``config.synthetic_data``)."""
+    if config.synthetic_data:
+        return [tuple(random_tokens(rng, uniform_len(rng, 60)) for _ in range(2)) for _ in range(80)]
+    with data_file(config, "fastchat/mt_bench_question.jsonl").open() as f:
+        rows = [json.loads(line) for line in f if line.strip()]
+    return [tuple(tuple(tok.encode(t)) for t in row["turns"]) for row in rows]
 
 
 def make_program(config: WorkloadConfig, pid: int, client: str, arrival: float,

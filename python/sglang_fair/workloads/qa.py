@@ -3,7 +3,7 @@
 The set has ``config.documents`` documents (default 200), many times what one GPU's KV pool holds,
 so that which worker holds which document, and in what order questions are served, decides the hit
 rate. Document k is a header naming it ("Document k") followed by the text of a LooGLE document
-drawn (seeded) from the sample in ``shared/data/loogle`` (longdep + shortdep, duplicates removed):
+drawn (seeded) from the sample in the package's ``data/loogle`` (longdep + shortdep, duplicates removed):
 lengths follow the sample's empirical distribution (11K-26K GPT-2 tokens, mean ~17.5K; the full
 LooGLE set averages 21,449 Llama tokens, 000 Table 2), and the header makes every document a
 distinct prefix. Documents are dealt to clients round robin (client i owns k = i, i + C, ...);
@@ -20,7 +20,7 @@ import json
 import random
 from dataclasses import dataclass
 
-from sglang_fair.workloads.config import WorkloadConfig, uniform_len, warn_missing_data
+from sglang_fair.workloads.config import WorkloadConfig, data_file, uniform_len
 from sglang_fair.workloads.program import Call, Part, Program
 from sglang_fair.workloads.tokens import Tokenizer, random_tokens
 
@@ -49,14 +49,14 @@ class Document:
 
 
 def load_sources(config: WorkloadConfig, tok: Tokenizer, rng: random.Random) -> list[Source]:
-    """The LooGLE sample's distinct documents (seeded synthetic ones if the data set is absent)."""
+    """The LooGLE sample's distinct documents (seeded synthetic ones with ``config.synthetic_data``)."""
+    if config.synthetic_data:
+        return [Source(random_tokens(rng, uniform_len(rng, 17500, 0.4)), _synthetic_questions(rng))
+                for _ in range(9)]
     seen: dict[str, Source] = {}
     lo, hi = ANSWER_CLIP
     for name in ("longdep_qa.jsonl", "shortdep_qa.jsonl"):
-        path = config.data / "loogle" / name
-        if not path.exists():
-            continue
-        with path.open() as f:
+        with data_file(config, f"loogle/{name}").open() as f:
             for line in f:
                 row = json.loads(line)
                 qs = tuple(
@@ -69,10 +69,6 @@ def load_sources(config: WorkloadConfig, tok: Tokenizer, rng: random.Random) -> 
                     seen[row["input"]] = Source(tuple(tok.encode(row["input"])), qs)
                 else:
                     seen[row["input"]] = Source(old.tokens, old.questions + qs)
-    if not seen:
-        warn_missing_data(config.data / "loogle", "seeded synthetic documents")
-        return [Source(random_tokens(rng, uniform_len(rng, 17500, 0.4)), _synthetic_questions(rng))
-                for _ in range(9)]
     return list(seen.values())
 
 

@@ -1,4 +1,4 @@
-"""Token ids for workload text: the GPT-2 tokenizer when tiktoken is installed, else a seeded mapping.
+"""Token ids for workload text: the GPT-2 tokenizer, or a seeded mapping with ``--synthetic-data``.
 
 The synthetic mapping splits text into GPT-2-sized pieces (a word piece of at most 4 characters with
 its leading space, or one punctuation mark) and hashes each piece to an id with the seed, so equal
@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from sglang_fair.core.global_tree import WIDTH, pack_tokens
+from sglang_fair.workloads.config import WorkloadConfig, data_file
 
 VOCAB = 50257
 _PIECE = re.compile(r" ?[A-Za-z0-9]{1,4}| ?[^\sA-Za-z0-9]|\s+")
@@ -45,7 +46,7 @@ class SyntheticTokenizer:
 
 
 class TiktokenGPT2:
-    """GPT-2 BPE from the shared ``gpt2.tiktoken`` ranks file (needs the ``tiktoken`` package)."""
+    """GPT-2 BPE from the shipped ``gpt2.tiktoken`` ranks file (``tiktoken``, a base dependency)."""
 
     def __init__(self, ranks_file: Path) -> None:
         import tiktoken
@@ -63,15 +64,16 @@ class TiktokenGPT2:
         return list(self._enc.encode_ordinary(text))
 
 
-def make_tokenizer(data_dir: Path, seed: int, prefer_gpt2: bool = True) -> Tokenizer:
-    """GPT-2 if ``tiktoken`` is importable and the ranks file exists, else the synthetic mapping."""
-    ranks = data_dir / "tokenizers" / "gpt2.tiktoken"
-    if prefer_gpt2 and ranks.exists():
-        try:
-            return TiktokenGPT2(ranks)
-        except ImportError:
-            pass
-    return SyntheticTokenizer(seed)
+def make_tokenizer(config: WorkloadConfig) -> Tokenizer:
+    """GPT-2 from the data sets' ranks file, or the seeded synthetic mapping with ``synthetic_data``."""
+    if config.synthetic_data:
+        return SyntheticTokenizer(config.seed)
+    return _gpt2(data_file(config, "tokenizers/gpt2.tiktoken"))
+
+
+@lru_cache(maxsize=2)
+def _gpt2(ranks_file: Path) -> TiktokenGPT2:
+    return TiktokenGPT2(ranks_file)
 
 
 def random_tokens(rng: random.Random, n: int) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 
-from sglang_fair.workloads.config import WorkloadConfig, uniform_len, warn_missing_data
+from sglang_fair.workloads.config import WorkloadConfig, data_file, uniform_len
 from sglang_fair.workloads.program import Call, OutputOf, Part, Program, PromptOf
 from sglang_fair.workloads.tokens import Tokenizer, random_tokens
 
@@ -31,13 +31,11 @@ OUTPUT_MEAN = 256  # 000 Table 2: average output length 256 (SGLang's benchmark:
 
 
 def load_questions(config: WorkloadConfig, tok: Tokenizer, rng: random.Random) -> list[tuple[int, ...]]:
-    """GSM8K questions as token tuples (seeded synthetic questions if the data set is absent)."""
-    path = config.data / "gsm8k" / "test.jsonl"
-    if path.exists():
-        with path.open() as f:
-            return [tuple(tok.encode(json.loads(line)["question"])) for line in f if line.strip()]
-    warn_missing_data(path, "seeded synthetic questions")
-    return [random_tokens(rng, uniform_len(rng, 50)) for _ in range(200)]
+    """GSM8K questions as token tuples (seeded synthetic ones with ``config.synthetic_data``)."""
+    if config.synthetic_data:
+        return [random_tokens(rng, uniform_len(rng, 50)) for _ in range(200)]
+    with data_file(config, "gsm8k/test.jsonl").open() as f:
+        return [tuple(tok.encode(json.loads(line)["question"])) for line in f if line.strip()]
 
 
 def tree_calls(question: tuple[int, ...], levels: list[tuple[int, ...]], branches: int, depth: int,
