@@ -99,7 +99,6 @@ class RoutingPolicy(ABC):
 
     name: ClassVar[str]
     uses_tree: ClassVar[bool] = False
-    simulator_only: ClassVar[bool] = False  # routes by reports only the simulator's workers send
 
     def __init__(self, config: RouterConfig) -> None:
         self.config = config

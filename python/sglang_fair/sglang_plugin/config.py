@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 from collections.abc import Mapping
@@ -121,10 +122,7 @@ SGLang's ``--schedule-policy``."""
         flags = {**_values(self.admission, AdmissionConfig.flag_prefix, skip=("policy", "cost")),
                  **_values(self.admission.cost),
                  **_values(self.batching, BatchingConfig.flag_prefix, skip=BATCHING_SKIP),
-                 "client_keys": self.client_keys,
-                 "client_header": self.client_header, "fairness_admins": self.fairness_admins,
-                 "client_ttl": self.client_ttl, "client_max_inflight": self.client_max_inflight,
-                 "client_max_queued": self.client_max_queued, "max_body_bytes": self.max_body_bytes}
+                 **_values(self)}
         return json.dumps(flags)
 
 
@@ -153,9 +151,12 @@ def build_config(values: Mapping[str, Any]) -> FairConfig:
 
 
 def config_from_env(environ: Mapping[str, str] | None = None) -> FairConfig:
-    """The config the launcher exported, or the defaults when none was."""
+    """The config the launcher exported, or the defaults when none was; built once per process (the
+    hooks of one process all ask for it, and the key file is read at start)."""
     env = os.environ if environ is None else environ
-    raw = env.get(ENV_CONFIG)
-    if not raw:
-        return FairConfig()
-    return build_config(json.loads(raw))
+    return _config_of(env.get(ENV_CONFIG, ""))
+
+
+@functools.lru_cache(maxsize=4)
+def _config_of(raw: str) -> FairConfig:
+    return build_config(json.loads(raw)) if raw else FairConfig()

@@ -24,8 +24,7 @@ from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
 from sglang_fair_router.config import ServiceConfig
 
 ENV_ROUTER = "SGLANG_FAIR_ROUTER"
-ROUTER_METHODS = tuple(  # every routing policy but those that route by reports only simulated workers send
-    n for n in ROUTING_POLICIES.names() if not getattr(ROUTING_POLICIES.get(n), "simulator_only", False))
+ROUTER_METHODS = tuple(ROUTING_POLICIES.names())  # every routing policy serves through the router
 SGLANG_METHODS = ("auto", "round_robin", "follow_bootstrap_room", "total_requests", "total_tokens")
 ROUTER_FILLED_IN = ("policy", "num_workers")  # from --load-balance-method and --dp-size
 # the link's IPC endpoints, the client TTL (serve's --client-ttl, 0 with --client-keys) and the
