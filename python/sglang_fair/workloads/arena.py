@@ -1,7 +1,8 @@
 """Chatbot Arena multi-turn conversations as 000 Fig. 8 runs them (four clients, c2 and c3 heavy).
 
 Arrival times are the real chat.lmsys.org (Chatbot Arena) request times of the VTC trace
-(``shared/data/vtc_lmsys/real_trace.csv``: 1,500 requests over 600 s), divided by ``time_scale``
+(the ``vtc_lmsys`` data set, ``real_trace.csv``: 1,500 requests over 600 s; its source and licence are in
+``sglang_fair/data/MANIFEST.md``), divided by ``time_scale``
 (000 §6.1: "re-scale the request time stamps ... and aggregate multiple clients' requests") and
 replayed again from the start for as long as ``duration`` lasts, so arrivals never stop early.
 Each arrival starts a conversation of one of the clients, drawn (seeded) in proportion to the

@@ -3,7 +3,8 @@
 The set has ``config.documents`` documents (default 200), many times what one GPU's KV pool holds,
 so that which worker holds which document, and in what order questions are served, decides the hit
 rate. Document k is a header naming it ("Document k") followed by the text of a LooGLE document
-drawn (seeded) from the sample in ``shared/data/loogle`` (longdep + shortdep, duplicates removed):
+drawn (seeded) from the ``loogle`` data set (``sglang_fair/data/MANIFEST.md``; longdep + shortdep,
+duplicates removed):
 lengths follow the sample's empirical distribution (11K-26K GPT-2 tokens, mean ~17.5K; the full
 LooGLE set averages 21,449 Llama tokens, 000 Table 2), and the header makes every document a
 distinct prefix. Documents are dealt to clients round robin (client i owns k = i, i + C, ...);
