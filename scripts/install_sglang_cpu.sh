@@ -21,7 +21,7 @@ pip=("$py" -m pip install --quiet)
 "${pip[@]}" --no-deps "sglang==0.5.23"
 
 # 3. The ordinary dependencies, pinned to a set that imported and served together on CPU
-#    (/work/shared/sglang/cpu-freeze-verified.txt). --no-deps keeps pip from re-resolving torch.
+#    (a pip freeze verified on CPU). --no-deps keeps pip from re-resolving torch.
 "${pip[@]}" --no-deps \
   aiohappyeyeballs==2.7.1 aiohttp==3.14.5 aiosignal==1.4.0 annotated-doc==0.0.7 annotated-types==0.8.0 \
   anyio==4.16.0 apache-tvm-ffi==0.1.11 asttokens==3.0.2 attrs==26.1.0 blobfile==3.0.0 \
