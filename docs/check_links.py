@@ -1,5 +1,6 @@
-"""Check that every relative link in README.md and docs/*.md resolves: the file exists and, for a
-link with #anchor into a Markdown file, the anchor is one of that file's headings (GitHub's slugs).
+"""Check that every relative link in README.md, router/README.md, results/README.md and docs/*.md
+resolves: the file exists and, for a link with #anchor into a Markdown file, the anchor is one of that
+file's headings (GitHub's slugs).
 Also fails on any mention of ``../shared`` or ``shared/``. Run from the repository root:
 ``python docs/check_links.py``; exit status 1 lists what is broken."""
 
@@ -37,7 +38,8 @@ def anchors(path: Path) -> set[str]:
 
 
 def main() -> int:
-    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    docs = [ROOT / "README.md", ROOT / "router" / "README.md", ROOT / "results" / "README.md",
+            *sorted((ROOT / "docs").glob("*.md"))]
     bad = []
     for doc in docs:
         text = doc.read_text()
