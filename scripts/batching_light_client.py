@@ -7,7 +7,7 @@ The ``flood`` scenario of ``scripts/sweep_quantum.py`` (a client flooding reques
 prefix, a backlogged client, two light clients sending one short request at a time; one simulated A100 +
 Llama-3.1-8B worker, 24 running requests at most), run with each admission policy (dlpm_light, dlpm, fcfs)
 and each batching policy at its defaults. Prints the light clients' P99 latency, throughput, Jain's index,
-the largest backlogged service gap, median TTFT and P99 TPOT (003's SLOs: 2 s / 50 ms).
+the largest backlogged service gap, median TTFT and P99 TPOT ([3]'s SLOs: 2 s / 50 ms).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reproduce the evaluation of 000 (DLPM / D²LPM, §6-7) in the simulator, under a stated protocol.
+"""Reproduce the evaluation of [1] (DLPM / D²LPM, §6-7) in the simulator, under a stated protocol.
 
     nice -n 10 python scripts/reproduce_paper.py > /tmp/rp.log 2>&1      # everything (~1 CPU-hour)
     python scripts/reproduce_paper.py --only fig1,fig12 --seeds 0,1,2      # a subset
@@ -44,7 +44,7 @@ SERIES_FIGS = ("fig8", "fig9", "fig12")
 
 
 def _pairs(dp: int, guarded: bool = True) -> list[tuple[str, str]]:
-    """000 omits Preble at D = 1; cache-aware routing and the guarded router have one choice there."""
+    """[1] omits Preble at D = 1; cache-aware routing and the guarded router have one choice there."""
     return [p for p in PAIRS if dp > 1 or p[0] not in PER_WORKER
             if guarded or p[0] != "d2lpm_guarded"]
 

@@ -11,7 +11,7 @@ Scenarios, one simulated A100 + Llama-3.1-8B worker each:
                the cache holds the working set (the CPU engine scenario of docs/serving.md, scaled)
   flood-mem    the same with a 12,000-token KV pool: the prefix competes with the rest for memory
   qa-s1, tot-s1, judge-s1
-               the papers' workloads, misbehaving client c0 (000 Table 3), with a KV pool small
+               the papers' workloads, misbehaving client c0 ([1] Table 3), with a KV pool small
                enough that switching clients costs prefix recomputation
 Per run: light P99 (flood: the two light clients' requests; paper workloads: the well-behaved
 clients' programs; unfinished ones count as waiting until the end of the run), the

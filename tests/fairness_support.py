@@ -72,7 +72,7 @@ class Workload:
         return max(len(tokens) for _, _, tokens, _, _ in self.specs)
 
     def u(self, cost: CostModel) -> float:
-        """U = w_e * L_input + w_q * M of 000 Thm 4.1."""
+        """U = w_e * L_input + w_q * M of [1] Thm 4.1."""
         return cost.w_e * self.l_input + cost.w_q * self.capacity
 
     @property

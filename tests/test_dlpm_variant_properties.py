@@ -1,4 +1,4 @@
-"""``dlpm_light`` (admission/dlpm_light.py): its two changes on hand-built inputs, and 000 Thm 4.1
+"""``dlpm_light`` (admission/dlpm_light.py): its two changes on hand-built inputs, and [1] Thm 4.1
 (plain and weighted) and the counter range of Thm A.1 as properties over the randomized workloads of
 the DLPM property tests."""
 
@@ -102,7 +102,7 @@ def test_fig2_light_client_is_served_before_the_heavy_run_on_the_step_loop() -> 
     assert orders["dlpm"].index("light") > 2  # behind heavy's run of credit
 
 
-# ---- 000 Thm 4.1, as a property (the checks and generators of test_fairness_properties) ----------
+# ---- [1] Thm 4.1, as a property (the checks and generators of test_fairness_properties) ----------
 # Their negative control, the same check finding an LPM run that breaks the bound, is
 # test_fairness_properties.py::test_theorem_4_1_check_catches_lpm (and the weighted one).
 def test_dlpm_light_backlogged_service_difference_within_theorem_4_1() -> None:
@@ -120,4 +120,4 @@ def test_dlpm_light_counters_stay_in_the_lemma_range(w: Workload) -> None:
     p = cluster.workers[0].policy
     assert isinstance(p, DLPMLight)
     for client, q in p.deficits.items():
-        assert -w.u(COST) < q <= w.quantum * p.cost.weight(client)  # 000 Thm A.1, (1) and (2)
+        assert -w.u(COST) < q <= w.quantum * p.cost.weight(client)  # [1] Thm A.1, (1) and (2)

@@ -20,7 +20,7 @@ CLUSTER = contended(requests=(40, 100), workers=(2, 3))
 
 
 def dlpm_theorem_4_1(policy: str) -> Run:
-    """000 Thm 4.1: clients backlogged over [t1, t2] get service within 2 (U + Q^u) of each other."""
+    """[1] Thm 4.1: clients backlogged over [t1, t2] get service within 2 (U + Q^u) of each other."""
     def run(w: Workload) -> Verdict:
         _, rec = run_cluster(w.requests, policy=policy, capacity=w.capacity, quantum=w.quantum)
         bound = 2 * (w.u(COST) + w.quantum)
@@ -40,7 +40,7 @@ def weighted_dlpm_theorem_4_1(policy: str) -> Run:
 
 
 def vtc_theorem_4_4(policy: str) -> Run:
-    """001 Thm 4.4: backlogged clients' service, on VTC's own cost (w_e * every input token +
+    """[2] Thm 4.4: backlogged clients' service, on VTC's own cost (w_e * every input token +
     w_q * output), differs by at most 2 max(w_e L_input, w_q M)."""
     def run(w: Workload) -> Verdict:
         _, rec = run_cluster(w.requests, policy=policy, capacity=w.capacity, perceived=True)
@@ -51,11 +51,11 @@ def vtc_theorem_4_4(policy: str) -> Run:
 
 def d2lpm_theorem_5_1(router: str, policy: str, router_quantum: float | None = None,
                       every_worker: bool = True) -> Run:
-    """000 Thm 5.1: with D²LPM routing and DLPM on each worker, backlogged clients' service differs
+    """[1] Thm 5.1: with D²LPM routing and DLPM on each worker, backlogged clients' service differs
     by at most 2 |W| (U + Q^u).
 
     Backlog notion: *backlogged on every worker* (a waiting request at each worker). This is the one
-    the proof (000 App. A.2) uses: it takes Thm 4.1's bound on each worker and adds them up over
+    the proof ([1] App. A.2) uses: it takes Thm 4.1's bound on each worker and adds them up over
     |W| workers, which holds only where both clients are backlogged at every worker; it argues that
     D²LPM makes a backlogged client backlogged everywhere (a client's per-worker credit runs out
     before all are refilled, so its requests spread). "Waiting anywhere" is a weaker premise the
@@ -110,7 +110,7 @@ def test_theorem_5_1_check_catches_cache_aware_with_lpm() -> None:
 
 
 def test_infinite_router_quantum_is_not_fair_theorem_a_5() -> None:
-    """000 Thm A.5: with Q^w = infinity a client sticks to the worker holding its prefix and gets one
+    """[1] Thm A.5: with Q^w = infinity a client sticks to the worker holding its prefix and gets one
     worker's share while a client spread over all gets more: measured with "waiting anywhere", the
     2 |W| (U + Q^u) bound breaks."""
     assert counterexample_found(d2lpm_theorem_5_1("d2lpm", "dlpm", 1e18, every_worker=False), CLUSTER)

@@ -2,7 +2,7 @@
 
 Herding: a short template shared by every client makes D²LPM send every client to the first worker
 that held it; the variant's minimum match and load guard spread them and keep each client's own
-prefix local. Fairness: 000 Thm 5.1 through the existing property machinery, and the router's own
+prefix local. Fairness: [1] Thm 5.1 through the existing property machinery, and the router's own
 part, the per-(client, worker) counter invariant, for both routers with a negative control.
 """
 
@@ -130,7 +130,7 @@ REQUESTS = st.lists(st.tuples(st.integers(0, 2), st.integers(0, 2), st.integers(
 
 
 def counter_invariant_holds(r: D2LPM, specs: Specs) -> bool:
-    """000 Alg. 2's router invariant: with R refills so far, every worker has charged client i at
+    """[1] Alg. 2's router invariant: with R refills so far, every worker has charged client i at
     least (R - 1) Q^w (refills happen only when every counter is spent) and, at dispatch, less than
     R Q^w + one request's input (only workers with credit are chosen). No finishes here."""
     qw, largest = r.config.quantum, 0

@@ -116,7 +116,7 @@ NEW_WORK = new_work()
 
 
 def test_new_work_spreads_each_clients_charges_over_the_workers() -> None:
-    """The router's part of 000 Thm 5.1's argument, for the work it places by credit: a backlogged
+    """The router's part of [1] Thm 5.1's argument, for the work it places by credit: a backlogged
     client's charges reach every worker before its credit is renewed."""
     examples: list[bool] = []
 

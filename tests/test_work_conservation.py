@@ -1,10 +1,10 @@
 """Work conservation, checked against the papers' definition rather than against a policy's code.
 
-000 §3, property 3 (after 001): "no worker should be idle if there are requests in the queue". In the
+[1] §3, property 3 (after [2]): "no worker should be idle if there are requests in the queue". In the
 step loop a worker with nothing running holds no locked cache and every queued request fits its pool
 (the host refuses larger ones), so an idle worker after admission with requests waiting breaks it.
 
-000 §4.2 also says DLPM "does not reject a request if it fits into the running batch". Algorithm 1
+[1] §4.2 also says DLPM "does not reject a request if it fits into the running batch". Algorithm 1
 as written does not keep that stronger promise: a client whose counter is spent waits, even when its
 request fits, as long as another queued client still has credit (CHECKREFILL returns at line 5), for
 instance because that client's own request does not fit. This keeps big requests from starving and
@@ -80,7 +80,7 @@ class ConservationCheck:
 
 
 class RateLimited(FCFS):
-    """001's non-work-conserving baseline, a request-rate limit: each client gets at most one
+    """[2]'s non-work-conserving baseline, a request-rate limit: each client gets at most one
     admission every ``period`` admission steps, however idle the worker."""
 
     name = "rate_limited"

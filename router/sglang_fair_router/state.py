@@ -15,7 +15,7 @@ Decisions the paper leaves open, taken here:
 - A request retracted inside a worker (KV pressure) stays on that worker: it still counts in the
   worker's queue size and is charged once, at its finish, for all the output it produced.
 - A finished or aborted request charges w_q x the output tokens it produced to q[client][worker]
-  (000 Alg. 2, line 22); an abort before any output charges nothing more. Feedback for a request the
+  ([1] Alg. 2, line 22); an abort before any output charges nothing more. Feedback for a request the
   router does not know (after a router restart, or duplicated) changes no counter and no queue size.
 - The global tree is bounded by ``max_tree_tokens`` with least-recently-used pruning.
 - After a router restart everything starts empty: zero counters, empty tree, zero queues; the router

@@ -18,7 +18,7 @@ from sglang_fair.batching import (
 )
 from sglang_fair.workloads.program import Call, Program
 
-AZURE = SLO(ttft=2.0, tpot=0.05)  # 003 Table 2
+AZURE = SLO(ttft=2.0, tpot=0.05)  # [3] Table 2
 
 
 def policy(name: str, **kw: object) -> BatchingPolicy:
@@ -68,7 +68,7 @@ class Stepper:
     seed: int
     keep_prefilling: bool = False  # a prefill candidate is always waiting (a saturating stream)
     max_wait: dict[str, int] = field(default_factory=dict)  # running decode -> most steps it waited
-    max_overdue: int = 0  # most steps a decode waited while its next token was past due (003's envelope)
+    max_overdue: int = 0  # most steps a decode waited while its next token was past due ([3]'s envelope)
     over_budget: int = 0
     now: float = 0.0
 

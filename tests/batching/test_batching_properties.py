@@ -1,6 +1,6 @@
 """Properties of every batching policy over randomized steps: valid plans (no request twice, chunks
 within what is left), the token budget, and liveness: every running decode eventually runs, and once
-its next token is past due (003's envelope) it waits only a few steps. FairBatching may rightly defer
+its next token is past due ([3]'s envelope) it waits only a few steps. FairBatching may rightly defer
 a decode that is far ahead of its envelope for many steps, so liveness counts overdue steps. The
 property has a negative control: SGLang's prefill-first rule starves decodes while prefills keep
 coming, so it must fail there."""

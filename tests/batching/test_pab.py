@@ -1,4 +1,4 @@
-"""FairBatching's prefill admission budget (003 App. A) and the router that routes by it."""
+"""FairBatching's prefill admission budget ([3] App. A) and the router that routes by it."""
 
 from __future__ import annotations
 

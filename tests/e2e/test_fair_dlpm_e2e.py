@@ -68,7 +68,7 @@ def test_backlogged_service_difference_within_dlpm_bound(dlpm_server: tuple[str,
     delta = dlpm.service_delta
     assert delta["heavy"] > 0 and delta["medium"] > 0, delta
     longest_input = Workload().prefix_words + Workload().question_words + 64  # tokenizer slack
-    bound = 2 * (W_E * longest_input + W_Q * Workload().max_tokens + QUANTUM)  # 000 Thm 4.1
+    bound = 2 * (W_E * longest_input + W_Q * Workload().max_tokens + QUANTUM)  # [1] Thm 4.1
     assert abs(delta["heavy"] - delta["medium"]) <= bound, (delta, bound)
 
 

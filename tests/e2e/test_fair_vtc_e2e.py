@@ -33,8 +33,8 @@ def test_vtc_serves_the_light_client_and_weights_service(vtc_server: tuple[str, 
     assert vtc.done["light"] >= 3, vtc.row()
     delta = vtc.service_delta
     # weighted VTC: medium (weight 2) gets about twice heavy's service while both are backlogged
-    # (VTC charges every input token, cached or not, as in 001); the margin covers the requests
-    # in flight at the two snapshots (001 Thm 4.4 bounds the difference by 2 * max(w_e L, w_q M)).
+    # (VTC charges every input token, cached or not, as in [2]); the margin covers the requests
+    # in flight at the two snapshots ([2] Thm 4.4 bounds the difference by 2 * max(w_e L, w_q M)).
     ratio = delta["medium"] / delta["heavy"]
     assert 1.3 <= ratio <= 3.0, delta
     clients = get_json(url + "/fairness")["clients"]

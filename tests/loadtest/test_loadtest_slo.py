@@ -1,5 +1,5 @@
 """SLO metrics of ``sglang-fair bench`` (issue 15) from hand-built SSE streams: per-token times from
-the streamed chunks, TPOT as the worst running average (003), attainment and goodput, all through
+the streamed chunks, TPOT as the worst running average ([3]), attainment and goodput, all through
 ``metrics/slo.py``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One robust ordering of 000 §6.2, with generous margins (a regression check, not a calibration).
+"""One robust ordering of [1] §6.2, with generous margins (a regression check, not a calibration).
 
 S1 Tree-of-Thoughts (c0 grows 4-branch trees, 340 calls; the others 2-branch trees, 30 calls) on two
 A100 workers: D²LPM (D²LPM routing + DLPM admission) isolates the well-behaved clients, RR+LPM does

@@ -1,4 +1,4 @@
-"""000 Fig. 12's mixed workload: two multi-turn clients, a ToT client and a judge client."""
+"""[1] Fig. 12's mixed workload: two multi-turn clients, a ToT client and a judge client."""
 
 from __future__ import annotations
 

@@ -37,7 +37,7 @@ def test_tot_tree_shape_and_prefix_sharing() -> None:
     cfg = WorkloadConfig(workload="tot", scenario="s1", clients=2, rate=0.5, duration=10, synthetic_data=True)
     programs = make_workload(cfg)
     sizes = {p.client: len(p.calls) for p in programs}
-    assert sizes == {"c0": 340, "c1": 30}  # 000 Table 3: 4 vs 2 branches, 4 levels, forks at the root
+    assert sizes == {"c0": 340, "c1": 30}  # [1] Table 3: 4 vs 2 branches, 4 levels, forks at the root
     p = next(p for p in programs if p.client == "c1")
     run = ProgramRun(p)
     assert run.ready() == [0, 1]  # the root's B samples: no call above them

@@ -1,4 +1,4 @@
-"""The paper's workloads (000 Tables 2-3, Fig. 8) against hand-checked counts and the data's lengths."""
+"""The paper's workloads ([1] Tables 2-3, Fig. 8) against hand-checked counts and the data's lengths."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def test_tot_forks_at_the_root_like_sglangs_benchmark(branches: int, levels: lis
     cfg = WorkloadConfig(workload="tot", clients=1, rate=0.5, duration=4, branches=branches,
                          synthetic_data=True)
     p = make_workload(cfg)[0]
-    assert _levels(p) == levels and len(p.calls) == sum(levels)  # 30 / 120 / 340 (000 Table 3)
+    assert _levels(p) == levels and len(p.calls) == sum(levels)  # 30 / 120 / 340 ([1] Table 3)
     run = ProgramRun(p)
     roots = [i for i, c in enumerate(p.calls) if not c.deps]
     assert len(roots) == branches and len({run.prompt(i) for i in roots}) == 1
@@ -51,8 +51,8 @@ def test_judge_prefix_and_output_lengths_match_table_2() -> None:
     prompts = [len(ProgramRun(p).prompt(i)) for p in programs for i in range(len(p.calls))]
     outputs = [c.output_len for p in programs for c in p.calls]
     assert len(programs) > 80
-    assert abs(statistics.mean(prompts) / 2701 - 1) < 0.10  # 000 Table 2: 2,701
-    assert abs(statistics.mean(outputs) / 256 - 1) < 0.05  # 000 Table 2: 256
+    assert abs(statistics.mean(prompts) / 2701 - 1) < 0.10  # [1] Table 2: 2,701
+    assert abs(statistics.mean(outputs) / 256 - 1) < 0.05  # [1] Table 2: 256
     s2 = WorkloadConfig(workload="judge", scenario="s2", clients=2, synthetic_data=True)
     tok = make_tokenizer(s2)
     bad, good = (judge.make_program(s2, 0, c, 0.0, tok, random.Random(7)) for c in ("c0", "c1"))

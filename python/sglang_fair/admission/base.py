@@ -194,7 +194,7 @@ class AdmissionPolicy(ABC):
         return self.admission_cost(req)
 
     def admission_cost(self, req: WaitingRequest) -> float:
-        """Service charged when ``req`` is admitted: w_e times its extend length (000 §3)."""
+        """Service charged when ``req`` is admitted: w_e times its extend length ([1] §3)."""
         return self.cost.extend_cost(extend_len(req))
 
     def _requeue(self, req: WaitingRequest) -> None:  # noqa: B027 (an optional hook)

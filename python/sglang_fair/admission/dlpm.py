@@ -1,4 +1,4 @@
-"""Deficit Longest Prefix Match: Algorithm 1 of 000 (Cao et al.), weighted by per-client weights.
+"""Deficit Longest Prefix Match: Algorithm 1 of [1] (Cao et al.), weighted by per-client weights.
 
 State: the active client list l (clients with a waiting or running request) and a deficit counter
 q_i per client. A client that joins l, new or back after having nothing waiting or running, starts
@@ -9,7 +9,7 @@ q_i <= 0, CHECKREFILL runs (line 20): if no client with a waiting request has a 
 every active client with q_i <= 0 gains Q^u times its weight (lines 3-8). Scans repeat until one
 admits nothing and refills nothing (the ``while not Queue.empty()`` of line 17, made to terminate).
 
-Bound (000 Thm 4.1): clients continuously backlogged over [t1, t2] receive service (per unit of
+Bound ([1] Thm 4.1): clients continuously backlogged over [t1, t2] receive service (per unit of
 weight) within 2 * (U + Q^u) of each other, U = w_e * L_input + w_q * M.
 
 Work conservation: a request that fits is skipped only while some other client with a waiting

@@ -1,4 +1,4 @@
-"""DLPM for light clients (``dlpm_light``): Algorithm 1 of 000 with two changes, Thm 4.1 kept.
+"""DLPM for light clients (``dlpm_light``): Algorithm 1 of [1] with two changes, Thm 4.1 kept.
 
 Under DLPM as written, a client that returns to an empty queue restarts at q_i = 0 (line 12) and
 waits until every client with credit has spent it; and since the scan is in LPM order, a flooding
@@ -21,7 +21,7 @@ quantum of the flooder's service per request: the larger Q^u, the longer.
    The credit check of line 21 and the refill condition are unchanged: a client is admitted only
    with q_i > 0.
 
-Bound: the proof of 000 Thm 4.1 needs -U < q_i <= Q^u w_i, and that a client with a waiting
+Bound: the proof of [1] Thm 4.1 needs -U < q_i <= Q^u w_i, and that a client with a waiting
 request gains exactly Q^u w_i at each refill, which holds because refills happen only when no
 client with a waiting request has credit; the scan order plays no part in it. So two clients
 backlogged over [t1, t2] still receive service (per unit of weight) within 2 (U + Q^u) of each

@@ -1,5 +1,5 @@
 """Preble's local scheduler: the multi-level priority wait queue ("fcfs-mpq"; Srivatsa et al., ICLR
-2025, the local half of the Preble baseline of 000 §6.1, to which 000 credits Preble's fairness).
+2025, the local half of the Preble baseline of [1] §6.1, to which [1] credits Preble's fairness).
 
 A waiting request is placed, when the scheduler first sees it, in one of ``GROUPS`` (10) priority
 groups by its cache hit ratio h = cached / input at that moment: group 0 if h = 0, else

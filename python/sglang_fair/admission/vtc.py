@@ -1,7 +1,7 @@
-"""Virtual Token Counter: Algorithm 2 of 001 (Sheng et al., OSDI 24), weighted VTC of its §4.3.
+"""Virtual Token Counter: Algorithm 2 of [2] (Sheng et al., OSDI 24), weighted VTC of its §4.3.
 
 Each client has a virtual counter c_i of the service it received, divided by its weight; service is
-001's cost, w_e * input tokens + w_q * output tokens (all input tokens: VTC ignores the prefix
+[2]'s cost, w_e * input tokens + w_q * output tokens (all input tokens: VTC ignores the prefix
 cache, which is what makes it scatter shared prefixes). Selection
 repeatedly takes the client with the smallest counter among those with waiting requests, admits its
 earliest request and charges the extend cost at once; it stops at the first selected request that
@@ -12,8 +12,8 @@ Counter lift (Alg. 2, lines 7-13), when a request arrives for a client with no w
     if other clients have waiting requests: c_u = max(c_u, min of their counters)
     else:                                   c_u = max(c_u, c_l), l = the client whose request left
                                             the waiting queue last
-so that credit is never carried over from an idle period. Counters are never reset (001 §4.1).
-Bound (001 Thm 4.4): two clients backlogged over [t1, t2] receive weighted service that differs by
+so that credit is never carried over from an idle period. Counters are never reset ([2] §4.1).
+Bound ([2] Thm 4.4): two clients backlogged over [t1, t2] receive weighted service that differs by
 at most 2 * max(w_e * L_input, w_q * M).
 """
 
@@ -66,7 +66,7 @@ class VTC(AdmissionPolicy):
         self.counters[client] = max(self.counters[client], floor)
 
     def admission_cost(self, req: WaitingRequest) -> float:
-        """001 counts every input token: VTC does not know about the prefix cache."""
+        """[2] counts every input token: VTC does not know about the prefix cache."""
         extend_len(req)  # validates the lengths
         return self.cost.extend_cost(req.input_len)
 

@@ -51,7 +51,7 @@ class DecodeView:
 
     @property
     def envelope_deadline(self) -> float:
-        """003's literal envelope, anchored at arrival: ``arrival + TTFT + tokens * TPOT``."""
+        """[3]'s literal envelope, anchored at arrival: ``arrival + TTFT + tokens * TPOT``."""
         return self.slo.deadline(self.arrival, self.tokens)
 
 
@@ -157,7 +157,7 @@ class BatchingConfig:
         "help": "class per client: alice=paying,bob=free (others: the default targets)"})
     envelope: str = field(default="first_token", metadata={
         "help": "fairbatching: anchor of the per-token deadlines: first_token (t0 + k*TPOT, what the "
-                "TPOT target as measured needs) or arrival (003's arrival + TTFT + k*TPOT)",
+                "TPOT target as measured needs) or arrival ([3]'s arrival + TTFT + k*TPOT)",
         "choices": ["first_token", "arrival"]})
     time_safety: float = field(default=0.95, metadata={
         "help": "fairbatching: share of the time budget planned, a margin for step-time model error"})

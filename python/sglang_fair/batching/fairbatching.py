@@ -1,13 +1,13 @@
-"""FairBatching (003 §3): slack-driven batch formation under a time budget.
+"""FairBatching ([3] §3): slack-driven batch formation under a time budget.
 
 - Slack: each request's next token is due at ``t0 + k * TPOT`` (k: tokens so far, t0: its first
-  token), so its TPOT as measured holds; ``envelope=arrival`` uses 003's literal
+  token), so its TPOT as measured holds; ``envelope=arrival`` uses [3]'s literal
   ``arrival + TTFT + k * TPOT``, which lets a request whose first token came early spend the TTFT
   it did not use on slower decoding. Slack is the deadline minus now (for a prefill, its first
   token's deadline, ``arrival + TTFT``).
 - Time budget T (§3.2): the smallest slack of the running decodes, but at least their smallest TPOT
   target (no decodes: no time limit), times ``time_safety`` (a margin for the step-time model's
-  error; 1 = 003's budget); the token budget stays as a hard cap (CUDA graph sizes).
+  error; 1 = [3]'s budget); the token budget stays as a hard cap (CUDA graph sizes).
 - Step time: ``fixed + per_context * context + per_token * new_tokens``
   (:class:`~sglang_fair.batching.stepmodel.OnlineStepModel`), refitted from observed steps.
 - Formation (§3.3, Alg. 1): (1) urgent decodes, slack < T + min TPOT, always (token cap only);
@@ -78,7 +78,7 @@ class _Batch:
 
 class FairBatching(BatchingPolicy):
     name = "fairbatching"
-    default_token_budget = 8192  # a large cap: the time budget decides (003 §3.2)
+    default_token_budget = 8192  # a large cap: the time budget decides ([3] §3.2)
 
     def __init__(self, config: BatchingConfig) -> None:
         super().__init__(config)
@@ -118,7 +118,7 @@ class FairBatching(BatchingPolicy):
         self.model.observe(context_tokens, new_tokens, seconds)
 
     def prefill_budget(self, view: StepView, queued_tokens: int) -> float | None:
-        """003's prefill admission budget for a request with the default TTFT target (pab.py)."""
+        """[3]'s prefill admission budget for a request with the default TTFT target (pab.py)."""
         return prefill_admission_budget(view, self.config.ttft, self.model.coefficients, queued_tokens)
 
     def chunk_budget(self, view: StepView, decodes_ride: bool) -> int | None:

@@ -1,4 +1,4 @@
-"""FairBatching's prefill admission budget (003 §3.4, App. A): how many more prefill tokens a worker
+"""FairBatching's prefill admission budget ([3] §3.4, App. A): how many more prefill tokens a worker
 can take and still give a new request its first token within ``ttft``.
 
 Worst-case relaxation: within the TTFT window, the most urgent decode forces one step per TPOT

@@ -21,13 +21,13 @@ class SGLangDefault(BatchingPolicy):
 
 
 class Sarathi(BatchingPolicy):
-    """Stall-free batching (Sarathi-Serve, 004 Alg. 4): every running request decodes in every step,
+    """Stall-free batching (Sarathi-Serve, [4] Alg. 4): every running request decodes in every step,
     the rest of the token budget goes to prefill chunks in the host's order. Decodes are never left
     out, even when there are more of them than the budget (the host's running cap should keep them
     below it)."""
 
     name = "sarathi"
-    default_token_budget = 512  # 004 §7: tuned so the 0.1 s TBT target is met
+    default_token_budget = 512  # [4] §7: tuned so the 0.1 s TBT target is met
 
     def plan(self, view: StepView) -> BatchPlan:
         decodes = tuple(d.rid for d in view.decodes)

@@ -1,4 +1,4 @@
-"""SLAI, the SLO-aware scheduler of 004 (§6): decodes wait until they turn critical.
+"""SLAI, the SLO-aware scheduler of [4] (§6): decodes wait until they turn critical.
 
 A running request's next decode is *critical* once now >= its last schedulable time
 
@@ -6,7 +6,7 @@ A running request's next decode is *critical* once now >= its last schedulable t
 
 (e: end of the step that produced its last token; TBT: its target; t_batch: the mean step time
 observed so far; delta: the offset, raised from ``offset`` to ``offset_high`` when KV use reaches
-``memory_threshold``, 004's dynamic offset). A step takes, within the token budget tau, at most
+``memory_threshold``, [4]'s dynamic offset). A step takes, within the token budget tau, at most
 beta decodes (decode limit) and at most alpha active requests (cap): (1) critical decodes by C;
 (2) prefills, non-preemptive: those already started first, then new ones by shortest prefill first
 (``spf``) or arrival (``fcfs``), chunked to the budget; (3) the other decodes by C.
@@ -29,7 +29,7 @@ from sglang_fair.batching.base import (
 
 class SLAI(BatchingPolicy):
     name = "slai"
-    default_token_budget = 512  # 004 §7
+    default_token_budget = 512  # [4] §7
 
     def __init__(self, config: BatchingConfig) -> None:
         super().__init__(config)

@@ -1,9 +1,9 @@
 """Per-request latency targets: TTFT and TPOT (TBT), from the request or from its client's class
 (:meth:`SLOTable.resolve`: a request's own targets where it set them, the class's for the rest).
 
-A token's deadline follows FairBatching's envelope (003 §3.1): output token ``k`` (0 = the first) of
+A token's deadline follows FairBatching's envelope ([3] §3.1): output token ``k`` (0 = the first) of
 a request that arrived at ``a`` is due at ``a + TTFT + k * TPOT``. Once the first token is out (at
-``t0``), the TPOT target as 003 measures it (the worst running average from the first token) holds
+``t0``), the TPOT target as [3] measures it (the worst running average from the first token) holds
 exactly when token ``k`` comes by ``t0 + k * TPOT``, an earlier deadline when the first token was
 early: :class:`~sglang_fair.batching.base.DecodeView` offers both.
 
@@ -33,7 +33,7 @@ class SLO:
         require(self.tpot > 0 and math.isfinite(self.tpot), f"TPOT target must be > 0, got {self.tpot}")
 
     def deadline(self, arrival: float, index: int) -> float:
-        """When output token ``index`` (0 = the first) is due (003's envelope)."""
+        """When output token ``index`` (0 = the first) is due ([3]'s envelope)."""
         return arrival + self.ttft + index * self.tpot
 
 

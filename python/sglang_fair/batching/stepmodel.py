@@ -1,4 +1,4 @@
-"""A linear step-time model recalibrated online (FairBatching, 003 §3.2):
+"""A linear step-time model recalibrated online (FairBatching, [3] §3.2):
 
     t = fixed + per_context * context_tokens + per_token * new_tokens
 

@@ -1,6 +1,6 @@
 """The service cost of the papers: cost = w_e * extend tokens + w_q * output tokens.
 
-Extend tokens are input tokens not served from the prefix cache (000 §3); the VTC paper (001 §3.1)
+Extend tokens are input tokens not served from the prefix cache ([1] §3); the VTC paper ([2] §3.1)
 uses the same linear form over all input tokens. Per-client weights give weighted fair sharing: a
 client of weight 2 is entitled to twice the service of a client of weight 1.
 """

@@ -1,4 +1,4 @@
-"""The router's global radix tree: which workers hold which prefixes (000 §5, Alg. 2).
+"""The router's global radix tree: which workers hold which prefixes ([1] §5, Alg. 2).
 
 Each node records, as a bit mask, the workers that hold the whole path from the root to the node's
 end; a worker that holds a prefix holds every shorter one, so a child's mask is a subset of its

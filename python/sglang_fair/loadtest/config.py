@@ -38,9 +38,9 @@ class LoadTestConfig:
                 "(the server must return them: SGLang's return_token_ids); 0 = send text"})
     fairness: bool = field(default=True, metadata={"help": "read /fairness at the end where served"})
     slo_ttft: float = field(default=2.0, metadata={
-        "help": "TTFT target (s) of the summary's SLO attainment and goodput (003 Table 2: Azure 2 s)"})
+        "help": "TTFT target (s) of the summary's SLO attainment and goodput ([3] Table 2: Azure 2 s)"})
     slo_tpot: float = field(default=0.05, metadata={
-        "help": "TPOT target (s): the worst running average per call, as 003 measures it"})
+        "help": "TPOT target (s): the worst running average per call, as [3] measures it"})
 
     def __post_init__(self) -> None:
         url = urlparse(self.base_url)

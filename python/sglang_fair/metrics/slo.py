@@ -1,10 +1,10 @@
-"""SLO metrics (003 §5.1): TTFT, TPOT as the worst running average per request, attainment, goodput.
+"""SLO metrics ([3] §5.1): TTFT, TPOT as the worst running average per request, attainment, goodput.
 
-A request's TPOT is, as 003 measures it, the largest over its output tokens k >= 1 of
+A request's TPOT is, as [3] measures it, the largest over its output tokens k >= 1 of
 ``(t_k - t_0) / k`` (t_0: the first token): its worst-case generation rate so far, which is within
-the target exactly when every token met 003's envelope deadline counted from the first token. A
+the target exactly when every token met [3]'s envelope deadline counted from the first token. A
 request meets its SLO when TTFT <= target and TPOT <= target; goodput is the number of such requests
-per second of the run (003's effective RPS: offered rate x share meeting both). Requests that never
+per second of the run ([3]'s effective RPS: offered rate x share meeting both). Requests that never
 produced a token count with infinite TTFT (percentiles are nearest-rank, so they stay honest).
 """
 

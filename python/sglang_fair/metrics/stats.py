@@ -1,4 +1,4 @@
-"""Fairness and latency statistics (000 §6.1, 001 §5)."""
+"""Fairness and latency statistics ([1] §6.1, [2] §5)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def all_active_interval(active: Mapping[str, tuple[float, float]]) -> tuple[floa
 def backlog_intervals(requests: Iterable[RequestRecord], end: float) -> dict[str, list[tuple[float, float]]]:
     """Per client, the maximal intervals during which it had a request waiting (arrived, not admitted).
 
-    This is "backlogged" in the sense of the fairness theorems (000 §4.2, 001 §4): a client with only
+    This is "backlogged" in the sense of the fairness theorems ([1] §4.2, [2] §4): a client with only
     running requests cannot be given more service, so it does not count.
     """
     arrivals: defaultdict[str, list[float]] = defaultdict(list)
@@ -85,7 +85,7 @@ def max_backlogged_diff(
     """Max over client pairs and intervals where both are backlogged of |W_i - W_j| (per weight).
 
     ``series`` is service per window; a window counts as backlogged for a client if it lies wholly
-    inside one of the client's backlog intervals. The bound of 000 Thm 4.1 / 001 Thm 4.4 applies to
+    inside one of the client's backlog intervals. The bound of [1] Thm 4.1 / [2] Thm 4.4 applies to
     this quantity (up to the window granularity).
     """
     weights = weights or {}

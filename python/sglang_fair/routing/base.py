@@ -17,7 +17,7 @@ A host (the fair router process, the simulator, a test) drives a :class:`Routing
                               failure handling: a dead worker gets nothing, its queue size is
                               reset and the tree forgets what it cached
 
-Queue size s_w counts requests dispatched to w and not yet finished, as in 000 Alg. 2. Ties between
+Queue size s_w counts requests dispatched to w and not yet finished, as in [1] Alg. 2. Ties between
 equally good workers go to the lowest index, so runs are deterministic. Time is never read.
 """
 

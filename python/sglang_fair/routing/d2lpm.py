@@ -1,4 +1,4 @@
-"""Double Deficit LPM: Algorithm 2 of 000 (Cao et al.), the global half of D²LPM.
+"""Double Deficit LPM: Algorithm 2 of [1] (Cao et al.), the global half of D²LPM.
 
 Per (client, worker) deficit counters q[i][w], starting at 0. For a request r of client i:
 G = workers holding the longest match of r in the global tree (line 13); G_avail = workers with
@@ -8,7 +8,7 @@ w_e * |input| to q[i][w], adds 1 to the queue size and inserts r's tokens into t
 (lines 15-18); a finish charges w_q * output tokens and subtracts 1 (lines 22-23); evictions prune
 the tree (line 27). Weighted as DLPM is: a refill gives Q^w times the client's weight. Workers run
 DLPM locally; together they keep backlogged clients within
-2 |W| (U + Q^u) of each other (000 Thm 5.1).
+2 |W| (U + Q^u) of each other ([1] Thm 5.1).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""D²LPM with a herding guard: 000 Alg. 2's deficits, a minimum match and a load guard.
+"""D²LPM with a herding guard: [1] Alg. 2's deficits, a minimum match and a load guard.
 
 Algorithm 2 (``d2lpm``) sends a request to the least-queued worker holding its *longest* match,
 however short. With a short template shared by every client, the first worker that received it is
@@ -16,7 +16,7 @@ counter is positive, G_avail, may be chosen) and changes only *which* worker of 
   G_avail by more than the absolute threshold *and* by more than the relative factor, r goes to
   that least-queued worker instead.
 
-The per-worker bound of 000 Thm 4.1 and so Thm 5.1 under "backlogged on every worker" do not
+The per-worker bound of [1] Thm 4.1 and so Thm 5.1 under "backlogged on every worker" do not
 depend on the router. The router's own part (the proof's step that a backlogged client is
 backlogged everywhere, whose failure Thm A.5 shows for Q^w = infinity) rests on the counters alone:
 between its R-th and (R+1)-th refill a client is charged at least (R-1) Q^w and less than

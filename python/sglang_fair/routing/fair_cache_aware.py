@@ -1,6 +1,6 @@
 """Fair cache-aware routing: SGLang's cache-aware router, with D²LPM's per-client credit placing new work.
 
-000 Alg. 2 (``d2lpm``) charges a request's whole input to q[client][worker] at dispatch, refills by a
+[1] Alg. 2 (``d2lpm``) charges a request's whole input to q[client][worker] at dispatch, refills by a
 fixed Q^w and may send a request only where its client has credit. At paper scale one request (a QA
 document) or one program (a ToT tree) costs more than Q^w, so a client's credit on the worker that caches
 its prefix runs out inside a program, the next call goes where its context must be recomputed, and
@@ -19,14 +19,14 @@ cache-aware router does and keeps Alg. 2's counters only for the decision that h
 - **a quantum sized to the client**: Q_c = max(Q^w, ``quantum_requests`` x the client's recent largest
   request input cost) x its weight, so one request never outspends a refill.
 
-Fairness is enforced where 000 puts it: DLPM on every worker keeps two clients backlogged at every worker
+Fairness is enforced where [1] puts it: DLPM on every worker keeps two clients backlogged at every worker
 within 2 |W| (U + Q^u) of each other (Thm 5.1, from Thm 4.1 on each worker; tested as a property with
 LPM workers as its control). The router's part is the credit: the new work of a client is placed only
 where it has credit, so, for the work the router places by credit, each client's charges at any two live
 workers differ by less than Q_c plus one request (tested, with cache-aware routing as the control).
 What it gives up against Alg. 2: a program's next call is never moved off its holder for lack of credit,
 so a client whose every request continues one long prefix stays on one worker as under cache-aware
-routing (000 Thm A.5's sticky client); it is served there by DLPM against every other client on that
+routing ([1] Thm A.5's sticky client); it is served there by DLPM against every other client on that
 worker. With a quantum no client spends it routes exactly as ``cache_aware`` (tested).
 """
 

@@ -1,4 +1,4 @@
-"""Routing by FairBatching's prefill admission budget (003 §3.4): each worker reports the prefill
+"""Routing by FairBatching's prefill admission budget ([3] §3.4): each worker reports the prefill
 tokens it can still take within its TTFT target; the router sends a request to a worker whose budget
 covers its prompt (the largest such budget; if none, the largest budget) and takes the prompt off
 its local view of that budget until the next report. Workers not heard from count as unbounded, and

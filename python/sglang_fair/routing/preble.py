@@ -1,5 +1,5 @@
 """Preble's E2 global scheduler (Srivatsa et al., "Preble: Efficient Distributed Prompt Scheduling
-for LLM Serving", ICLR 2025; the baseline of 000 §6.1), as far as the routing interface allows.
+for LLM Serving", ICLR 2025; the baseline of [1] §6.1), as far as the routing interface allows.
 
 For a request of n tokens, the global tree gives each worker's cached match m_w:
 

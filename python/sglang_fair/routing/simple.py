@@ -32,7 +32,7 @@ class ShortestQueue(RoutingPolicy):
 
 
 class ClientRoundRobin(RoutingPolicy):
-    """Each client's requests go to the workers in turn: the distributed VTC baseline (000 §6.1)."""
+    """Each client's requests go to the workers in turn: the distributed VTC baseline ([1] §6.1)."""
 
     name = "client_rr"
 

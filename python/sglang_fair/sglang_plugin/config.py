@@ -31,7 +31,7 @@ ENV_STATE_DIR = "SGLANG_FAIR_STATE_DIR"
 FAIR_POLICIES = ("dlpm", "dlpm_light", "vtc")
 # --batch-policy values a SGLang worker runs (docs/batching.md: SGLang cannot defer decodes)
 BATCHING_POLICIES = ("sglang", "fairbatching")
-# BatchingConfig fields that have no meaning in SGLang (SLAI's, and 003's arrival envelope choice)
+# BatchingConfig fields that have no meaning in SGLang (SLAI's, and [3]'s arrival envelope choice)
 BATCHING_SKIP = ("offset", "offset_high", "memory_threshold", "max_active", "decode_limit", "prefill_order",
                  "envelope")
 

@@ -5,8 +5,8 @@ work the workers did for it, divided by its weight) and whether it is backlogged
 request) before and after admission. Two clients are continuously backlogged over steps
 [k1, k2] when both are backlogged at every sample from the start of k1 to the start of k2; queues
 only shrink during admission, so two samples per step see every moment. The largest
-|(W_f - W_g)(k1, k2)| over all such intervals and pairs is what Theorem 4.1 of 000 (DLPM), 5.1
-(D²LPM) and 4.4 of 001 (VTC) bound.
+|(W_f - W_g)(k1, k2)| over all such intervals and pairs is what Theorem 4.1 of [1] (DLPM), 5.1
+(D²LPM) and 4.4 of [2] (VTC) bound.
 """
 
 from __future__ import annotations

@@ -152,7 +152,7 @@ def run_point(point: Point, capacity: float, proto: Protocol, seed: int, series:
 
 
 def theorem_5_1_bound(point: Point, res: Any) -> float:
-    """000 Thm 5.1's bound on the service difference of clients backlogged at every worker,
+    """[1] Thm 5.1's bound on the service difference of clients backlogged at every worker,
     2 |W| (U + Q^u) with U = w_e L_input + w_q M (the run's longest prompt, one worker's KV pool), in
     the cost units of ``max_backlogged_service_diff``."""
     cost, kv = CostModel(), preset(point.preset)[1]

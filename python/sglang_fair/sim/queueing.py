@@ -1,5 +1,5 @@
 """Whether a waiting queue formed, and how large the decode batch ran: the two figures that show
-000's mechanism (LPM keeps the decode batch large when memory, not the running cap, limits admission).
+[1]'s mechanism (LPM keeps the decode batch large when memory, not the running cap, limits admission).
 
 :func:`mean_wait` is the mean time a call waited from its dispatch to a worker until its first
 admission; :func:`mean_decode_batch` the mean number of requests in a decode step. Both read only a

@@ -1,4 +1,4 @@
-"""Presenting runs: the summary table and the service-over-time plots (000 Fig. 8/9)."""
+"""Presenting runs: the summary table and the service-over-time plots ([1] Fig. 8/9)."""
 
 from __future__ import annotations
 

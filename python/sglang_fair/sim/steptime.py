@@ -153,8 +153,8 @@ def kv_capacity_tokens(hw: Hardware, model: Model) -> int:
 PRESETS: dict[str, tuple[Hardware, Model]] = {
     "a100-llama8b": (A100_80GB, LLAMA_31_8B),
     "h100-llama8b": (H100_SXM, LLAMA_31_8B),
-    "a10-llama3b": (A10_24GB, LLAMA_32_3B),  # the single-GPU setting of 000 Fig. 1, 9, 11, 12
-    # Fig. 1's single A10 with 000's larger model (000 names no model for Fig. 1): public figures, not
+    "a10-llama3b": (A10_24GB, LLAMA_32_3B),  # the single-GPU setting of [1] Fig. 1, 9, 11, 12
+    # Fig. 1's single A10 with [1]'s larger model ([1] names no model for Fig. 1): public figures, not
     # measured; kv_capacity_tokens' rule gives (0.88 x 24 GB - 16.06 GB weights - 3 GB) / 128 KiB
     # = 15,716 tokens, a pool small enough that requests wait for memory (docs/results.md, fig1mem)
     "a10-llama8b": (A10_24GB, LLAMA_31_8B),

@@ -2,9 +2,9 @@
 
 ``make_workload(config, dp)`` returns every program, sorted by arrival. Synthetic workloads (tot,
 judge, qa, multiturn/mtbench) draw per-client Gamma arrivals at ``config.rate`` programs per second,
-or, when it is 0, at a default that scales with the number of workers ``dp`` (000 §6.1: "the
+or, when it is 0, at a default that scales with the number of workers ``dp`` ([1] §6.1: "the
 request rate increasing as the number of GPUs scales"). Trace workloads replay their timestamps;
-``arena`` (000 Fig. 8) replays the Chatbot Arena request times, rescaled by ``time_scale``.
+``arena`` ([1] Fig. 8) replays the Chatbot Arena request times, rescaled by ``time_scale``.
 Every generator is a function of the config alone (seeded by ``config.seed``).
 """
 
@@ -23,7 +23,7 @@ from sglang_fair.workloads.trace import SOURCE_FILES, load_trace
 # Default programs per second per worker, summed over clients: about 2x what one worker of the
 # A100 preset finishes with well-behaved clients, so queues build up and scheduling matters.
 DEFAULT_RATE_PER_WORKER = {"tot": 1.0, "judge": 2.4, "qa": 16.0, "multiturn": 12.0, "mix": 1.0}
-# 000 Fig. 12's mix: two clients in multi-turn conversations, two sending programs (ToT, judge);
+# [1] Fig. 12's mix: two clients in multi-turn conversations, two sending programs (ToT, judge);
 # client i sends MIX_KINDS[i % 4], every client at the same program rate.
 MIX_KINDS = ("multiturn", "multiturn", "tot", "judge")
 

@@ -1,8 +1,8 @@
-"""Chatbot Arena multi-turn conversations as 000 Fig. 8 runs them (four clients, c2 and c3 heavy).
+"""Chatbot Arena multi-turn conversations as [1] Fig. 8 runs them (four clients, c2 and c3 heavy).
 
 Arrival times are the real chat.lmsys.org (Chatbot Arena) request times of the VTC trace
 (the package's ``data/vtc_lmsys/real_trace.csv``: 1,500 requests over 600 s), divided by ``time_scale``
-(000 §6.1: "re-scale the request time stamps ... and aggregate multiple clients' requests") and
+([1] §6.1: "re-scale the request time stamps ... and aggregate multiple clients' requests") and
 replayed again from the start for as long as ``duration`` lasts, so arrivals never stop early.
 Each arrival starts a conversation of one of the clients, drawn (seeded) in proportion to the
 clients' current rate: 1 for every client, except c2 and c3 which send ``HEAVY_FACTOR`` times as
@@ -11,7 +11,7 @@ A conversation has ``TURNS`` turns (MT-bench's and Arena's two-turn format): tur
 system prompt + user message, turn t+1 is turn t's prompt + its answer + the next message, sent
 when turn t finishes. Message and answer lengths are the trace's (prompt_len, output_len) pairs, in
 trace order (messages are random tokens: the trace has no text). Their means (136 / 256 tokens)
-are above 000 Table 2's (56 / 142), which came from the Arena conversations data set that is not
+are above [1] Table 2's (56 / 142), which came from the Arena conversations data set that is not
 available here. c2 and c3 are marked misbehaving (their latency is left out of the well-behaved
 figures).
 """

@@ -1,4 +1,4 @@
-"""Program arrival times: a Gamma renewal process (rate and coefficient of variation), as in 000 §6.1."""
+"""Program arrival times: a Gamma renewal process (rate and coefficient of variation), as in [1] §6.1."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ class WorkloadConfig:
 
     workload: str = field(default="tot", metadata={"help": "workload", "choices": WORKLOADS})
     scenario: str = field(
-        default="none", metadata={"help": "misbehaving client c0 (000 Table 3)", "choices": SCENARIOS}
+        default="none", metadata={"help": "misbehaving client c0 ([1] Table 3)", "choices": SCENARIOS}
     )
     clients: int = field(default=4, metadata={"help": "number of clients (c0 misbehaves in s1/s2)"})
     rate: float = field(
@@ -66,9 +66,9 @@ class WorkloadConfig:
             f"scenario {self.scenario} needs at least 2 clients (c0 misbehaves)",
         )
         require(self.workload != "arena" or self.clients >= 4,
-                "--workload arena needs at least 4 clients (000 Fig. 8: c2 and c3 send more)")
+                "--workload arena needs at least 4 clients ([1] Fig. 8: c2 and c3 send more)")
         require(self.workload != "mix" or self.scenario == "none",
-                "--workload mix has no misbehaving client (000 Fig. 12): leave --scenario at none")
+                "--workload mix has no misbehaving client ([1] Fig. 12): leave --scenario at none")
         require(self.workload != "arena" or self.scenario == "none",
                 "--workload arena has its own misbehaving clients (c2, c3): leave --scenario at none")
 

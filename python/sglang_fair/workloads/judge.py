@@ -1,4 +1,4 @@
-"""LLM-as-a-Judge with branch-solve-merge (000 §6.1, Fig. 6) over a synthetic article.
+"""LLM-as-a-Judge with branch-solve-merge ([1] §6.1, Fig. 6) over a synthetic article.
 
 D dimension calls run in parallel on the same article (prompt: template + article + dimension
 instruction), then a merge call reads the article and the D verdicts. S1: c0 judges 8x the
@@ -14,7 +14,7 @@ from sglang_fair.workloads.program import Call, OutputOf, Part, Program
 from sglang_fair.workloads.tokens import Tokenizer, random_tokens
 
 TEMPLATE = "You are an expert reviewer. Read the article below and judge it.\nArticle:\n"
-ARTICLE_MEAN = 2600  # with template and instruction, about 000 Table 2's 2,701-token prefix
+ARTICLE_MEAN = 2600  # with template and instruction, about [1] Table 2's 2,701-token prefix
 OUTPUT_MEAN = 256
 S2_EXTRA = 600
 

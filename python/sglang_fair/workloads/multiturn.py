@@ -14,7 +14,7 @@ from sglang_fair.workloads.program import Call, OutputOf, Program, PromptOf
 from sglang_fair.workloads.tokens import Tokenizer, random_tokens
 
 SYSTEM = "A chat between a curious user and an artificial intelligence assistant.\nUSER: "
-OUTPUT_MEAN = 142  # 000 Table 2, real multi-turn
+OUTPUT_MEAN = 142  # [1] Table 2, real multi-turn
 S1_RATE_FACTOR = 4.0
 
 

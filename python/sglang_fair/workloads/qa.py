@@ -1,11 +1,11 @@
-"""Long-context QA over a LooGLE-like document set (000 §6.1, Table 2); latency = TTFT.
+"""Long-context QA over a LooGLE-like document set ([1] §6.1, Table 2); latency = TTFT.
 
 The set has ``config.documents`` documents (default 200), many times what one GPU's KV pool holds,
 so that which worker holds which document, and in what order questions are served, decides the hit
 rate. Document k is a header naming it ("Document k") followed by the text of a LooGLE document
 drawn (seeded) from the sample in the package's ``data/loogle`` (longdep + shortdep, duplicates removed):
 lengths follow the sample's empirical distribution (11K-26K GPT-2 tokens, mean ~17.5K; the full
-LooGLE set averages 21,449 Llama tokens, 000 Table 2), and the header makes every document a
+LooGLE set averages 21,449 Llama tokens, [1] Table 2), and the header makes every document a
 distinct prefix. Documents are dealt to clients round robin (client i owns k = i, i + C, ...);
 each program is one call ``template + document + question`` on one of the client's documents,
 chosen uniformly, with a real LooGLE question of the source document; its output length is the

@@ -1,10 +1,10 @@
-"""Tree-of-Thoughts on GSM8K as SGLang's ``tree_of_thought_deep`` benchmark runs it (000 §6.1, Fig. 6).
+"""Tree-of-Thoughts on GSM8K as SGLang's ``tree_of_thought_deep`` benchmark runs it ([1] §6.1, Fig. 6).
 
 The program forks at the root: the question prompt (level 1 instruction + question) is sampled B
 times (B plan calls, siblings with one shared prompt, SGLang's ``fork``); every call of level l+1
 extends its parent's prompt with the parent's output and the level's instruction, and is sampled B
 times again. Four levels (plan, execute, reflect, final answer), so a tree has B + B² + B³ + B⁴
-calls: 30 at B = 2 and 340 at B = 4, 000 Table 3's counts. A child starts only when its parent
+calls: 30 at B = 2 and 340 at B = 4, [1] Table 3's counts. A child starts only when its parent
 finishes. S1: c0 grows trees of 2B branches (30 vs 340 calls). S2: c0's question is repeated 10
 times (10x longer input). ``depth`` is the number of levels (the instructions repeat past four).
 """
@@ -27,7 +27,7 @@ LEVELS = (
     "\nNow check your own solution rigorously and rate its correctness from 1 to 5.",
     "\nGiven that check, would you change anything? Give the final answer after careful thought.",
 )
-OUTPUT_MEAN = 256  # 000 Table 2: average output length 256 (SGLang's benchmark: max_tokens=256)
+OUTPUT_MEAN = 256  # [1] Table 2: average output length 256 (SGLang's benchmark: max_tokens=256)
 
 
 def load_questions(config: WorkloadConfig, tok: Tokenizer, rng: random.Random) -> list[tuple[int, ...]]:
