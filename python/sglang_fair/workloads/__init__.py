@@ -10,14 +10,18 @@ Every generator is a function of the config alone (seeded by ``config.seed``).
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.workloads import arena, judge, multiturn, qa, tot
 from sglang_fair.workloads.arrivals import gamma_arrivals
 from sglang_fair.workloads.config import WorkloadConfig, data_file
 from sglang_fair.workloads.program import Call, OutputOf, Program, ProgramRun, PromptOf, call_count
-from sglang_fair.workloads.tokens import make_tokenizer, seeded_rng
+from sglang_fair.workloads.tokens import Tokenizer, make_tokenizer, seeded_rng
 from sglang_fair.workloads.trace import SOURCE_FILES, load_trace
 
 # Default programs per second per worker, summed over clients: about 2x what one worker of the
@@ -28,45 +32,67 @@ DEFAULT_RATE_PER_WORKER = {"tot": 1.0, "judge": 2.4, "qa": 16.0, "multiturn": 12
 MIX_KINDS = ("multiturn", "multiturn", "tot", "judge")
 
 
+@dataclass(frozen=True)
+class ProgramKind:
+    """How programs of one kind are made: ``load`` reads the material every program of the run draws
+    from (once per run: questions, documents, conversations), ``make`` makes one program from it."""
+
+    load: Callable[[WorkloadConfig, Tokenizer, random.Random], Any]
+    make: Callable[[WorkloadConfig, int, str, float, Any, Tokenizer, random.Random], Program]
+
+
+def _tot(cfg: WorkloadConfig, pid: int, client: str, t: float, questions: Any, tok: Tokenizer,
+         rng: random.Random) -> Program:
+    return tot.make_program(cfg, pid, client, t, questions[rng.randrange(len(questions))], tok, rng)
+
+
+def _judge(cfg: WorkloadConfig, pid: int, client: str, t: float, _: Any, tok: Tokenizer,
+           rng: random.Random) -> Program:
+    return judge.make_program(cfg, pid, client, t, tok, rng)
+
+
+def _multiturn(cfg: WorkloadConfig, pid: int, client: str, t: float, turns: Any, tok: Tokenizer,
+               rng: random.Random) -> Program:
+    return multiturn.make_program(cfg, pid, client, t, turns[rng.randrange(len(turns))], tok, rng)
+
+
+def _nothing(cfg: WorkloadConfig, tok: Tokenizer, rng: random.Random) -> None:
+    return None
+
+
+PROGRAM_KINDS: dict[str, ProgramKind] = {  # loaded in this order (the data draws are seeded in turn)
+    "tot": ProgramKind(tot.load_questions, _tot),
+    "judge": ProgramKind(_nothing, _judge),
+    "qa": ProgramKind(qa.make_documents, qa.make_program),
+    "multiturn": ProgramKind(multiturn.load_turns, _multiturn),
+}
+
+
 def make_workload(config: WorkloadConfig, dp: int = 1) -> list[Program]:
     """All programs of the run, sorted by (arrival, pid); pids are 0..n-1 in that order."""
-    if config.workload == "trace" or (config.workload == "multiturn" and config.source != "mtbench"):
-        if config.workload == "trace":
-            path = Path(config.trace_file)
-        else:
-            path = data_file(config, SOURCE_FILES[config.source])
-        return _renumber(load_trace(config, path))
+    if config.workload == "trace":
+        return _renumber(load_trace(config, Path(config.trace_file)))
+    if config.workload == "multiturn" and config.source != "mtbench":
+        return _renumber(load_trace(config, data_file(config, SOURCE_FILES[config.source])))
     tok = make_tokenizer(config)
     if config.workload == "arena":
         return _renumber(arena.make_programs(config, tok))
-    data_rng = seeded_rng("data", config.seed)
-    per_client = config.rate or DEFAULT_RATE_PER_WORKER[config.workload] * dp / config.clients
-    programs: list[Program] = []
     kinds = {c: MIX_KINDS[i % len(MIX_KINDS)] if config.workload == "mix" else config.workload
              for i, c in enumerate(config.client_names())}
-    used = set(kinds.values())
-    questions = tot.load_questions(config, tok, data_rng) if "tot" in used else []
-    docs = qa.make_documents(config, tok, data_rng) if "qa" in used else []
-    turns = multiturn.load_turns(config, tok, data_rng) if "multiturn" in used else []
-    for client in config.client_names():
-        kind = kinds[client]
+    data_rng = seeded_rng("data", config.seed)
+    material = {name: kind.load(config, tok, data_rng)
+                for name, kind in PROGRAM_KINDS.items() if name in kinds.values()}
+    per_client = config.rate or DEFAULT_RATE_PER_WORKER[config.workload] * dp / config.clients
+    programs: list[Program] = []
+    for client, name in kinds.items():
         rate = per_client
         if config.misbehaving(client) and config.scenario == "s1" and config.workload in ("qa", "multiturn"):
             rate *= qa.S1_RATE_FACTOR
         times = gamma_arrivals(seeded_rng("arrivals", config.seed, client), rate, config.cv, config.duration)
         rng = seeded_rng("programs", config.seed, client)
-        for t in times:
-            pid = len(programs)
-            if kind == "tot":
-                q = questions[rng.randrange(len(questions))]
-                programs.append(tot.make_program(config, pid, client, t, q, tok, rng))
-            elif kind == "judge":
-                programs.append(judge.make_program(config, pid, client, t, tok, rng))
-            elif kind == "qa":
-                programs.append(qa.make_program(config, pid, client, t, docs, tok, rng))
-            else:
-                conv = turns[rng.randrange(len(turns))]
-                programs.append(multiturn.make_program(config, pid, client, t, conv, tok, rng))
+        make = PROGRAM_KINDS[name].make
+        programs.extend(make(config, pid, client, t, material[name], tok, rng)
+                        for pid, t in enumerate(times, start=len(programs)))
     if not programs:
         raise ConfigError("the workload has no program: raise --duration or --rate")
     return _renumber(programs)
@@ -81,6 +107,6 @@ def _renumber(programs: list[Program]) -> list[Program]:
 
 
 __all__ = [
-    "DEFAULT_RATE_PER_WORKER", "MIX_KINDS", "Call", "OutputOf", "Program", "ProgramRun", "PromptOf",
-    "WorkloadConfig", "call_count", "make_workload",
+    "DEFAULT_RATE_PER_WORKER", "MIX_KINDS", "PROGRAM_KINDS", "Call", "OutputOf", "Program", "ProgramRun",
+    "PromptOf", "WorkloadConfig", "call_count", "make_workload",
 ]
