@@ -6,21 +6,21 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-from test_step_budget import CONFIG, Batch, Clock, Mode, Req, Scheduler, budget_with
+from test_chunk_sizer import CONFIG, Batch, Clock, Mode, Req, Scheduler, budget_with
 
 from sglang_fair.batching import DecodeView, PrefillView, StepView
 from sglang_fair.batching.pab import prefill_admission_budget
 from sglang_fair.batching.slo import SLO
 from sglang_fair.sglang_plugin import pab_report, scheduler_hooks, worker_hooks
+from sglang_fair.sglang_plugin.chunk_sizer import ChunkSizer
 from sglang_fair.sglang_plugin.config import ENV_CONFIG
 from sglang_fair.sglang_plugin.pab_report import BudgetReporter
-from sglang_fair.sglang_plugin.step_budget import StepBudget
 
 # CONFIG's prior: 10 ms a step + 0.1 ms a new token; TTFT 2 s, TPOT 50 ms
 WINDOW = 2.0 - 40 * 0.01  # 40 TPOT windows in the TTFT window, each paying the fixed cost
 
 
-def held(clock: Clock) -> tuple[Scheduler, StepBudget]:
+def held(clock: Clock) -> tuple[Scheduler, ChunkSizer]:
     running = [Req(f"r{i}", list(range(100)), list(range(10))) for i in range(2)]
     waiting = [Req("w0", list(range(1000))), Req("w1", list(range(1000)))]
     chunked = Req("p", list(range(5000)), prefix_len=1000)
@@ -61,7 +61,7 @@ def test_reports_are_rate_limited_and_an_own_model_learns() -> None:
     clock.t += 0.3
     assert reporter.after_step(scheduler, batch) is not None
     assert reporter.own and reporter.budget.steps == 3
-    sizer = StepBudget(CONFIG, clock)
+    sizer = ChunkSizer(CONFIG, clock)
     assert pab_report.make_reporter(CONFIG, sizer, 0.25).budget is sizer  # the chunk sizer's model
 
 

@@ -42,7 +42,7 @@ class FairConfig:
     (``--fair-quantum``, :class:`AdmissionConfig`), the cost (``--w-e``, ``--w-q``,
     ``--client-weights``, :class:`CostModel`), and client identity (``--client-keys``,
     ``--client-header``), and batch formation (``--batch-policy fairbatching``: the time-budget
-chunk sizing of ``step_budget.py``, :class:`BatchingConfig`). The admission policy's name is
+chunk sizing of ``chunk_sizer.py``, :class:`BatchingConfig`). The admission policy's name is
 SGLang's ``--schedule-policy``."""
 
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)

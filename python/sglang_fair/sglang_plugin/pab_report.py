@@ -5,8 +5,8 @@ After a forward batch (at most once per ``every`` seconds) the scheduler compute
 :func:`~sglang_fair.batching.pab.prefill_admission_budget`, the code the simulated workers report
 from, over what it holds: its running requests as decodes with their SLOs and token times, SGLang's
 chunked request, and the prompt tokens of its waiting queue. The step-time model is the chunk
-sizer's (``--batch-policy fairbatching`` with interleaved decodes, ``step_budget.py``) or, without
-it, this reporter's own :class:`StepBudget`, fed the same batches. The heartbeat thread sends the
+sizer's (``--batch-policy fairbatching`` with interleaved decodes, ``chunk_sizer.py``) or, without
+it, this reporter's own :class:`ChunkSizer`, fed the same batches. The heartbeat thread sends the
 latest value (``Heartbeat.prefill_budget``); the router's ``pab`` policy replaces its view with it.
 
 A request dispatched by the router but not yet polled by the worker is missing from a report taken
@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sglang_fair.batching import BatchingConfig
-from sglang_fair.sglang_plugin.step_budget import StepBudget
+from sglang_fair.sglang_plugin.chunk_sizer import ChunkSizer
 
 REPORTER_ATTR = "_sglang_fair_pab_reporter"
 LIMIT = 1 << 40  # worker_msgs.Budget's bounds
@@ -30,7 +30,7 @@ LIMIT = 1 << 40  # worker_msgs.Budget's bounds
 class BudgetReporter:
     """One scheduler's PAB: ``after_step`` returns a fresh report, or None when one is not due."""
 
-    def __init__(self, budget: StepBudget, own: bool, every: float,
+    def __init__(self, budget: ChunkSizer, own: bool, every: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.budget, self.own, self.every, self.clock = budget, own, every, clock
         self.last = -math.inf
@@ -57,12 +57,12 @@ class BudgetReporter:
         return int(max(-LIMIT, min(LIMIT, value)))
 
 
-def make_reporter(config: BatchingConfig, sizer: StepBudget | None, every: float) -> BudgetReporter:
+def make_reporter(config: BatchingConfig, sizer: ChunkSizer | None, every: float) -> BudgetReporter:
     """The chunk sizer's model when it runs, else an own one."""
-    return BudgetReporter(sizer if sizer is not None else StepBudget(config), sizer is None, every)
+    return BudgetReporter(sizer if sizer is not None else ChunkSizer(config), sizer is None, every)
 
 
-def report_prefill_budget(scheduler: Any, batch: Any, sizer: StepBudget | None) -> None:
+def report_prefill_budget(scheduler: Any, batch: Any, sizer: ChunkSizer | None) -> None:
     """After ``Scheduler.process_batch_result``: refresh the worker link's budget when the router
     asked for reports (a no-op otherwise)."""
     from sglang_fair.sglang_plugin.config import config_from_env

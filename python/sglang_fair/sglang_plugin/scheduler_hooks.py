@@ -11,16 +11,16 @@ from typing import Any
 
 from sglang_fair.admission import make_admission_policy
 from sglang_fair.sglang_plugin.adder import fair_adder_class
+from sglang_fair.sglang_plugin.chunk_sizer import ChunkSizer, sized_adder_class
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, config_from_env
 from sglang_fair.sglang_plugin.match_index import INDEX_ATTR
 from sglang_fair.sglang_plugin.pab_report import report_prefill_budget
 from sglang_fair.sglang_plugin.publish import Publisher, state_dir
 from sglang_fair.sglang_plugin.state import FairState
-from sglang_fair.sglang_plugin.step_budget import StepBudget, sized_adder_class
 
 logger = logging.getLogger("sglang_fair")
 STATE_ATTR = "_sglang_fair_state"
-BUDGET_ATTR = "_sglang_fair_step_budget"
+BUDGET_ATTR = "_sglang_fair_chunk_sizer"
 
 
 def state_of(schedule_policy: Any) -> FairState | None:
@@ -88,13 +88,13 @@ def tree_changed(_result: Any, self: Any, *args: Any, **kwargs: Any) -> None:
         index.on_unknown_change()
 
 
-def step_budget_of(scheduler: Any) -> StepBudget | None:
-    """The scheduler's :class:`StepBudget`, made on first use; None unless ``--batch-policy
+def chunk_sizer_of(scheduler: Any) -> ChunkSizer | None:
+    """The scheduler's :class:`ChunkSizer`, made on first use; None unless ``--batch-policy
     fairbatching`` (any ``--schedule-policy``)."""
     budget = getattr(scheduler, BUDGET_ATTR, None)
     if budget is None:
         config = config_from_env().batching
-        budget = StepBudget(config) if config.policy == "fairbatching" else False
+        budget = ChunkSizer(config) if config.policy == "fairbatching" else False
         if budget and not interleaves(scheduler):
             logger.warning("sglang-fair: --batch-policy fairbatching sizes chunks only with "
                            "--enable-mixed-chunk or --prefill-decode-interval N: without them SGLang runs a "
@@ -104,7 +104,7 @@ def step_budget_of(scheduler: Any) -> StepBudget | None:
             logger.info("sglang-fair: fairbatching time-budget chunk sizing (TTFT %s s, TPOT %s s)",
                         config.ttft, config.tpot)
         setattr(scheduler, BUDGET_ATTR, budget)
-    return budget if isinstance(budget, StepBudget) else None
+    return budget if isinstance(budget, ChunkSizer) else None
 
 
 def interleaves(scheduler: Any) -> bool:
@@ -116,7 +116,7 @@ def prefill_adder_class(original: Any, self: Any) -> Any:
     """AROUND ``Scheduler.get_prefill_adder_class``: the time-budget chunk sizing with
     ``--batch-policy fairbatching``, the fair adder when a fair policy runs."""
     base = original(self)
-    budget = step_budget_of(self)
+    budget = chunk_sizer_of(self)
     if budget is not None:
         base = sized_adder_class(base, self, budget)
     state = state_of(self.policy)
@@ -141,7 +141,7 @@ def abort_output(_result: Any, self: Any, abort_req: Any, req: Any, *args: Any, 
 def process_batch_result(_result: Any, self: Any, batch: Any, *args: Any, **kwargs: Any) -> None:
     """AFTER ``Scheduler.process_batch_result``: the step budget learns the batch's time; charge
     output tokens, retire finished requests."""
-    budget = step_budget_of(self)
+    budget = chunk_sizer_of(self)
     if budget is not None:
         budget.observe(batch, extend=bool(batch.forward_mode.is_extend()))
         if budget.steps % 256 == 0:

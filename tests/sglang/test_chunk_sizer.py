@@ -16,8 +16,8 @@ import pytest
 from sglang_fair.batching import BatchingConfig
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin import scheduler_hooks
+from sglang_fair.sglang_plugin.chunk_sizer import ChunkSizer, sized_adder_class
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, build_config, config_from_env
-from sglang_fair.sglang_plugin.step_budget import StepBudget, sized_adder_class
 
 # prior: 10 ms a step + 0.1 ms a new token, no KV term: a chunk of n tokens takes 0.01 + 1e-4 n s
 PRIOR = {"step_fixed": 0.01, "step_per_token": 1e-4, "step_per_context": 0.0}
@@ -93,16 +93,16 @@ class Scheduler:
 
 
 def budget_with(clock: Clock, reqs: list[Req], first_ago: float,
-                config: BatchingConfig = CONFIG) -> StepBudget:
+                config: BatchingConfig = CONFIG) -> ChunkSizer:
     """A budget whose running ``reqs`` had their first token ``first_ago`` s ago."""
-    budget = StepBudget(config, clock)
+    budget = ChunkSizer(config, clock)
     budget.first_token = {r.rid: clock.t - first_ago for r in reqs}
     return budget
 
 
 def test_no_running_decodes_leaves_sglangs_chunk_size() -> None:
     clock = Clock()
-    budget = StepBudget(CONFIG, clock)
+    budget = ChunkSizer(CONFIG, clock)
     scheduler = Scheduler()
     adder = sized_adder_class(BaseAdder, scheduler, budget)(8192, scheduler.running_batch)
     assert adder.rem_chunk_tokens == 8192  # no decode is waiting: no time limit
@@ -149,7 +149,7 @@ def test_mixed_chunk_counts_the_decodes_riding_in_the_step() -> None:
     assert budget.chunk_tokens(reqs, chunked, mixed=False) == int((0.04 - 0.01) / 1.01e-4)
 
 
-def run_step(budget: StepBudget, clock: Clock, batch: Batch, seconds: float) -> None:
+def run_step(budget: ChunkSizer, clock: Clock, batch: Batch, seconds: float) -> None:
     batch.launch_ts = clock.t
     clock.t += seconds
     budget.observe(batch, extend=batch.forward_mode.extend)
@@ -186,7 +186,7 @@ def test_negative_control_steps_as_the_prior_says_leave_the_chunk() -> None:
 def test_finished_requests_leave_and_prune_bounds_memory() -> None:
     clock = Clock()
     a, b = Req("a", [1, 2], [7]), Req("b", [1, 2], [7])
-    budget = StepBudget(CONFIG, clock)
+    budget = ChunkSizer(CONFIG, clock)
     run_step(budget, clock, Batch([a, b], forward_mode=Mode(True), extend_num_tokens=4), 0.01)
     assert set(budget.first_token) == {"a", "b"}
     a.done = True
@@ -208,8 +208,8 @@ def fairbatching_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_scheduler_hooks_size_the_adder_and_feed_the_model() -> None:
     scheduler = Scheduler()
     cls = scheduler_hooks.prefill_adder_class(lambda _s: BaseAdder, scheduler)
-    budget = scheduler_hooks.step_budget_of(scheduler)
-    assert isinstance(budget, StepBudget) and issubclass(cls, BaseAdder) and cls is not BaseAdder
+    budget = scheduler_hooks.chunk_sizer_of(scheduler)
+    assert isinstance(budget, ChunkSizer) and issubclass(cls, BaseAdder) and cls is not BaseAdder
     clock = Clock()
     budget.clock = clock
     reqs = [Req("r0", list(range(100)), [5])]
@@ -229,7 +229,7 @@ def test_without_interleaving_sglangs_chunk_size_stands() -> None:
     (``get_next_batch_to_run``: prefill first), so smaller chunks would only add steps."""
     scheduler = Scheduler(prefill_decode_interval=0)
     assert scheduler_hooks.prefill_adder_class(lambda _s: BaseAdder, scheduler) is BaseAdder
-    assert scheduler_hooks.step_budget_of(scheduler) is None
+    assert scheduler_hooks.chunk_sizer_of(scheduler) is None
     mixed = Scheduler(prefill_decode_interval=0, is_mixed_chunk=True)
     assert scheduler_hooks.prefill_adder_class(lambda _s: BaseAdder, mixed) is not BaseAdder
 
@@ -240,7 +240,7 @@ def test_without_the_flag_the_adder_is_sglangs(monkeypatch: pytest.MonkeyPatch) 
     assert scheduler_hooks.prefill_adder_class(lambda _s: BaseAdder, scheduler) is BaseAdder
     batch = Batch([Req("r0", [1], [2])], launch_ts=0.0)
     scheduler_hooks.process_batch_result(None, scheduler, batch, None)  # nothing to learn, no error
-    assert scheduler_hooks.step_budget_of(scheduler) is None
+    assert scheduler_hooks.chunk_sizer_of(scheduler) is None
 
 
 def test_config_flags_round_trip_and_refuse_what_sglang_cannot_run() -> None:

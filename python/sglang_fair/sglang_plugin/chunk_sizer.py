@@ -31,7 +31,7 @@ from sglang_fair.sglang_plugin.request_slo import slo_of
 from sglang_fair.sglang_plugin.state import client_of
 
 
-class StepBudget:
+class ChunkSizer:
     """FairBatching's step-time model and the running requests' token times, for one scheduler."""
 
     def __init__(self, config: BatchingConfig, clock: Callable[[], float] = time.monotonic) -> None:
@@ -94,13 +94,13 @@ class StepBudget:
         self.slo_by_rid = {rid: slo for rid, slo in self.slo_by_rid.items() if rid in keep}
 
 
-def sized_adder_class(base: type, scheduler: Any, budget: StepBudget) -> type:
+def sized_adder_class(base: type, scheduler: Any, budget: ChunkSizer) -> type:
     """A subclass of ``base`` (SGLang's adder class) whose chunk budget is ``budget``'s for the step."""
     return subclass_once("TimeBudgetPrefillAdder", base, scheduler,
                          lambda: _sized_members(base, scheduler, budget))
 
 
-def _sized_members(base: type, scheduler: Any, budget: StepBudget) -> dict[str, Any]:
+def _sized_members(base: type, scheduler: Any, budget: ChunkSizer) -> dict[str, Any]:
     base_init = getattr(base, "__init__")  # noqa: B009 (base is SGLang's PrefillAdder class)
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
