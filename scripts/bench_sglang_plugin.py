@@ -155,7 +155,7 @@ def overhead(steps: int, sizes: list[int]) -> None:
 
 
 def throughput(model: Path, window: float, rounds: int) -> None:
-    from sglang_fair.harness.loadgen import ClientSpec, run_load
+    from sglang_fair.harness.closed_loop import ClientSpec, run_load
     from sglang_fair.harness.scenario import words
     from sglang_fair.harness.server import running_server
 

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.harness.loadgen import ClientSpec, run_load
+from sglang_fair.harness.closed_loop import ClientSpec, run_load
 from sglang_fair.harness.server import get_json, running_server
 
 WORDS = ["the", "fair", "share", "of", "a", "queue", "is", "the", "service", "a", "client", "gets", "when",

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from fair_e2e_support import wait_idle
 
-from sglang_fair.harness.loadgen import ClientSpec, run_load
+from sglang_fair.harness.closed_loop import ClientSpec, run_load
 from sglang_fair.harness.scenario import words
 from sglang_fair.harness.server import get_json, running_server
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from sglang_fair.harness.closed_loop import Outcome, generate
 from sglang_fair.harness.dp_scenario import DPSummary, DPWorkload, run_dp_scenario
-from sglang_fair.harness.loadgen import Outcome, generate
 from sglang_fair.harness.scenario import words
 from sglang_fair.harness.server import free_port, get_json, running_server
 

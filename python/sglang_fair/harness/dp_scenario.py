@@ -7,7 +7,7 @@
 The summary gives, per worker, the prefix-cache hit rate; per heavy program, the share of its
 requests its most-used worker served (1.0: perfect locality, 1/N: scattered); per client, service
 (w_e x uncached prompt tokens + w_q x output tokens per second, from the responses) and Jain's index
-over it; the light clients' latency (censored, see :mod:`loadgen`).
+over it; the light clients' latency (censored, see :mod:`closed_loop`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sglang_fair.core.cost import CostModel
-from sglang_fair.harness.loadgen import ClientResult, ClientSpec, Outcome, run_load
+from sglang_fair.harness.closed_loop import ClientResult, ClientSpec, Outcome, run_load
 from sglang_fair.harness.scenario import words
 from sglang_fair.metrics.ledger import ServiceLedger
 from sglang_fair.metrics.stats import jain_index, percentile

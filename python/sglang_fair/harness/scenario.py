@@ -5,7 +5,7 @@
 * ``medium``: ``medium_concurrency`` requests in flight of unique mid-length prompts (backlogged, uncached);
 * ``light`` (and ``light2``, ... with ``light_clients`` > 1): one unique short prompt at a time.
 Every request asks for ``max_tokens`` output tokens with ``ignore_eos``. The summary gives the light
-client's latency percentiles (censored, see :mod:`loadgen`), requests done per client, the prefix-cache
+client's latency percentiles (censored, see :mod:`closed_loop`), requests done per client, the prefix-cache
 hit rate (cached / prompt tokens over finished requests) and, for fair policies, the service each
 client received between two ``/fairness`` snapshots taken while all clients were backlogged.
 """
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sglang_fair.harness.loadgen import ClientResult, ClientSpec, run_load
+from sglang_fair.harness.closed_loop import ClientResult, ClientSpec, run_load
 from sglang_fair.harness.server import get_json
 from sglang_fair.metrics.stats import percentile
 
