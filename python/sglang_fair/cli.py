@@ -21,11 +21,11 @@ from sglang_fair.core.errors import ConfigError
 COMMAND_MODULES = (
     "sglang_fair.demo",
     "sglang_fair.sim.cli",
-    "sglang_fair.bench.policy_speed",
+    "sglang_fair.speed.policies",
     "sglang_fair.loadtest.cli",
     "sglang_fair.sglang_plugin.cli",
     "sglang_fair_router.cli",
-    "sglang_fair_router.bench",
+    "sglang_fair_router.speed",
 )
 
 

@@ -12,12 +12,12 @@ from sglang_fair.core.global_tree import pack_tokens
 from sglang_fair.harness.server import free_ports
 from sglang_fair.routing import RouterConfig, make_routing_policy
 from sglang_fair_router import frontend_msgs as fm
-from sglang_fair_router.bench import BenchRouterConfig, run
 from sglang_fair_router.codec import encode
 from sglang_fair_router.config import ServiceConfig
 from sglang_fair_router.fake_worker import FakeWorker
 from sglang_fair_router.http import prometheus_text
 from sglang_fair_router.service import LatencyHistogram, RouterService
+from sglang_fair_router.speed import BenchRouterConfig, run
 
 
 def test_histogram_percentiles_window_and_overflow() -> None:

@@ -1,4 +1,4 @@
-"""``sglang-fair bench-core``: speed and memory of the policy core on this machine.
+"""``sglang-fair speed-policies``: speed and memory of the policy core on this machine.
 
 - D²LPM dispatch (longest match + counters + insert) of 4,096-token prompts at 8 and 64 workers,
   against a global tree already holding ``prefixes`` cached prompts (documents shared by many
@@ -156,7 +156,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("bench-core", help="speed and memory of the policy core",
+    parser = subparsers.add_parser("speed-policies", aliases=["bench-core"],  # bench-core: its earlier name
+                                   help="speed and memory of the policy core",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flags(parser, BenchCoreConfig)
     parser.set_defaults(func=main)

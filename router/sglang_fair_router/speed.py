@@ -1,4 +1,4 @@
-"""``sglang-fair bench-router``: router overhead through its real ZMQ sockets.
+"""``sglang-fair speed-router``: router overhead through its real ZMQ sockets.
 
 Three processes: the router, exactly as served; ``workers`` fast fake workers in one process (each
 dispatch is answered with a Finished at once, heartbeats flow); this process, the frontend.
@@ -243,7 +243,8 @@ def main(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    parser = subparsers.add_parser("bench-router", help="router overhead through real ZMQ sockets",
+    parser = subparsers.add_parser("speed-router", aliases=["bench-router"],  # bench-router: its earlier name
+                                   help="router overhead through real ZMQ sockets",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flags(parser, BenchRouterConfig)
     parser.set_defaults(func=main)

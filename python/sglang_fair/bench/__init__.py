@@ -1,1 +1,0 @@
-"""Benchmarks that print figures (speed and memory targets are measured here, not in tests)."""
