@@ -17,7 +17,7 @@
         The end-to-end scenario of tests/e2e (heavy shared-prefix flood, backlogged medium client,
         light client) under lpm, fcfs, dlpm (Q^u 256) and vtc: light latency, requests done, hit rate.
     python scripts/bench_sglang_plugin.py flood --model DIR [--window 20] [--only fcfs,dlpm_light]
-        The defaults under a flood (issue 16): one client keeps 32 requests over a shared 1,300-token
+        The defaults under a flood: one client keeps 32 requests over a shared 1,300-token
         prefix in flight, two light clients send one short unique request at a time; lpm, fcfs, vtc,
         dlpm (default Q^u and 256) and dlpm_light (default Q^u): light P99, per-client hit rate, tokens/s.
 Needs SGLang (scripts/install_sglang_cpu.sh).

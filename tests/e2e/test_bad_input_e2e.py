@@ -1,4 +1,4 @@
-"""Bad input at the HTTP edge of the real CPU server (issue 14): one server with API keys, every case
+"""Bad input at the HTTP edge of the real CPU server: one server with API keys, every case
 gets a 4xx with an error body, and after each one the server still answers a good request.
 
 The table of what each input gets is in docs/reliability.md.

@@ -1,4 +1,4 @@
-"""Overload as a load test on the real CPU server (issue 14): while one client floods over HTTP, a
+"""Overload as a load test on the real CPU server: while one client floods over HTTP, a
 light client's latency stays bounded, because the scheduler holds at most ``--client-max-queued``
 of the flooder's requests (the rest get 429 with ``Retry-After``).
 

@@ -1,4 +1,4 @@
-"""SLO metrics of ``sglang-fair bench`` (issue 15) from hand-built SSE streams: per-token times from
+"""SLO metrics of ``sglang-fair bench`` from hand-built SSE streams: per-token times from
 the streamed chunks, TPOT as the worst running average ([3]), attainment and goodput, all through
 ``metrics/slo.py``."""
 

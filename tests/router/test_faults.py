@@ -1,4 +1,4 @@
-"""Router faults (issue 14): a stalled worker cannot block the loop; lost ``Finished`` notices are
+"""Router faults: a stalled worker cannot block the loop; lost ``Finished`` notices are
 reconciled with the workers' heartbeats; neither path loses a request silently."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 14: the router's per-client bound (429, nothing charged) and a restarted router learning the
+"""The router's per-client bound (429, nothing charged) and a restarted router learning the
 requests its workers already hold, so a later worker death fails them instead of losing them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The prefill admission budget across the worker -> router boundary (issue 15): the versioned
+"""The prefill admission budget across the worker -> router boundary: the versioned
 heartbeat field, the router's view of it, and ``pab`` routing in the real router process."""
 
 from __future__ import annotations

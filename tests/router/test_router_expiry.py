@@ -1,4 +1,4 @@
-"""The router forgets clients without requests in flight after a TTL (bounded memory, issue 14)."""
+"""The router forgets clients without requests in flight after a TTL (bounded memory)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Bounded per-client memory (issue 14): idle clients are forgotten after a TTL, and a forgotten
+"""Bounded per-client memory: idle clients are forgotten after a TTL, and a forgotten
 client is exactly a new client (what any client can become by sending another id without keys)."""
 
 from __future__ import annotations

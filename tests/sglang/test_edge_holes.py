@@ -1,4 +1,4 @@
-"""The known holes of the serving edge (issue 14), each shown on the plugin's code and closed.
+"""The known holes of the serving edge, each shown on the plugin's code and closed.
 
 Identity: more tokenizer workers and the gRPC server are refused; websockets are checked; a body's
 ``routed_dp_rank`` cannot pass the router; ``/fairness`` and ``/metrics`` need a key when keys are

@@ -1,4 +1,4 @@
-"""Overload at the edge and in the scheduler (issue 14): the per-client bound on waiting requests
+"""Overload at the edge and in the scheduler: the per-client bound on waiting requests
 (429, SGLang's abort path), the request-body limit (413) and ``Retry-After`` on every 429."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""One run's headline numbers: the JSON object of ``sglang-fair sim --json`` (keys fixed by issue 3)."""
+"""One run's headline numbers: the JSON object of ``sglang-fair sim --json`` (its keys are stable)."""
 
 from __future__ import annotations
 
