@@ -32,10 +32,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
+from sglang_fair.admission import AdmissionConfig  # noqa: E402
 from sglang_fair.batching import BATCHING_POLICIES, BatchingConfig  # noqa: E402
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
+from sglang_fair.routing import RouterConfig  # noqa: E402
+from sglang_fair.sim.config import ClusterSimConfig  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
-from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
+from sglang_fair.sim.spec import RunSpec  # noqa: E402
+from sglang_fair.workloads import WorkloadConfig  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 TRACES = {"azure": DATA / "azure_llm_2023" / "AzureLLMInferenceTrace_code.csv",
@@ -82,12 +85,13 @@ def run_one(args: argparse.Namespace, scale: float, policy: str, budget: int, or
     duration = args.trace_window / scale
     wl = WorkloadConfig(workload="trace", trace_file=str(args.cut), duration=duration,
                         time_scale=scale, clients=args.clients)
-    programs = make_workload(wl, args.dp)
     batching = BatchingConfig(policy=policy, token_budget=budget, ttft=args.ttft, tpot=args.tpot,
                               prefill_order=order, slo_classes=args.slo_classes,
                               client_classes=args.client_classes)
-    sim = Simulator(ClusterSimConfig(dp=args.dp, router=router, policy="fcfs"), EngineConfig(), programs,
-                    horizon=duration, batching=batching, slo=True)
+    spec = RunSpec(wl, ClusterSimConfig(dp=args.dp), admission=AdmissionConfig(policy="fcfs"),
+                   routing=RouterConfig(policy=router), batching=batching, slo=True)
+    programs = spec.programs()
+    sim = Simulator(spec, programs)
     t0 = time.perf_counter()
     res = sim.run()
     assert sim.slo is not None

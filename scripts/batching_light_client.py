@@ -24,8 +24,10 @@ sys.path.insert(0, str(ROOT))
 import sweep_quantum as sq  # noqa: E402
 from sglang_fair.admission import AdmissionConfig  # noqa: E402
 from sglang_fair.batching import BATCHING_POLICIES, BatchingConfig  # noqa: E402
+from sglang_fair.routing import RouterConfig  # noqa: E402
 from sglang_fair.sim.config import ClusterSimConfig  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
+from sglang_fair.sim.spec import RunSpec  # noqa: E402
 
 
 def main() -> int:
@@ -39,9 +41,11 @@ def main() -> int:
     for policy in args.policies.split(","):
         for batching in BATCHING_POLICIES.names():
             t0 = time.perf_counter()
-            sim = Simulator(ClusterSimConfig(dp=1, router="round_robin", policy=policy), engine, programs,
-                            horizon=args.duration, admission=AdmissionConfig(),
-                            batching=BatchingConfig(policy=batching), slo=True)
+            spec = RunSpec(None, ClusterSimConfig(max_time=20 * args.duration), engine,
+                           admission=AdmissionConfig(policy=policy),
+                           routing=RouterConfig(policy="round_robin"),
+                           batching=BatchingConfig(policy=batching), slo=True)
+            sim = Simulator(spec, programs)
             res = sim.run()
             assert sim.slo is not None
             m, s = sq.measure(res, light), sim.slo.summary(args.duration)

@@ -36,6 +36,7 @@ from sglang_fair.metrics import summarize
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import WorkloadConfig, make_workload
 from sglang_fair.workloads.program import Call, Program
 from sglang_fair.workloads.tokens import random_tokens, seeded_rng
@@ -75,9 +76,10 @@ def run(name: str, dp: int, pair: str, qw: float, args: argparse.Namespace) -> d
     programs, engine = scenario(name, args, dp)
     router, policy = pair.split(":")
     t0 = time.perf_counter()
-    cluster = ClusterSimConfig(dp=dp, router=router, policy=policy, max_time=args.duration)
-    res = Simulator(cluster, engine, programs, horizon=args.duration, admission=AdmissionConfig(quantum=0.0),
-                    routing=RouterConfig(quantum=qw or 16384.0)).run()
+    spec = RunSpec(None, ClusterSimConfig(dp=dp, max_time=args.duration), engine,
+                   admission=AdmissionConfig(policy=policy),
+                   routing=RouterConfig(policy=router, quantum=qw or 16384.0))
+    res = Simulator(spec, programs).run()
     s = summarize(res, (args.warmup, args.duration), (args.warmup, args.duration - args.cooldown))
     load = [w["actual_service"] for w in s["workers"]]
     return {"scenario": name, "seed": args.seed, "dp": dp, "pair": pair, "q_w": qw,

@@ -34,8 +34,10 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from sglang_fair.admission import AdmissionConfig  # noqa: E402
 from sglang_fair.metrics import RunResult, percentile, summarize  # noqa: E402
+from sglang_fair.routing import RouterConfig  # noqa: E402
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
+from sglang_fair.sim.spec import RunSpec  # noqa: E402
 from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
 from sglang_fair.workloads.program import Call, Program  # noqa: E402
 from sglang_fair.workloads.tokens import random_tokens, seeded_rng  # noqa: E402
@@ -104,9 +106,10 @@ def sweep(names: list[str], qus: list[float], duration: float) -> list[dict[str,
         runs = [(p, 0.0) for p in BASELINES] + [(p, q) for p in VARIANTS for q in qus]
         for policy, qu in runs:
             t0 = time.perf_counter()
-            cluster = ClusterSimConfig(dp=1, router="round_robin", policy=policy)
-            res = Simulator(cluster, engine, programs, horizon=duration,
-                            admission=AdmissionConfig(quantum=qu or 4096.0)).run()
+            spec = RunSpec(None, ClusterSimConfig(max_time=20 * duration), engine,
+                           admission=AdmissionConfig(policy=policy, quantum=qu or 4096.0),
+                           routing=RouterConfig(policy="round_robin"))
+            res = Simulator(spec, programs).run()
             row = {"scenario": name, "policy": policy, "q_u": qu, **measure(res, light),
                    "wall_s": round(time.perf_counter() - t0, 1)}
             rows.append(row)

@@ -27,6 +27,7 @@ from sglang_fair.admission import AdmissionConfig  # noqa: E402
 from sglang_fair.routing import RouterConfig  # noqa: E402
 from sglang_fair.sim.config import ClusterSimConfig  # noqa: E402
 from sglang_fair.sim.simulator import Simulator  # noqa: E402
+from sglang_fair.sim.spec import RunSpec  # noqa: E402
 from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
 from sweep_quantum import PAPER, Sweep, measure, report, scenario  # noqa: E402
 
@@ -48,9 +49,10 @@ def sweep(names: list[str], qws: list[float], duration: float, dp: int,
         for pair, qw in runs:
             router, policy = pair.split(":")
             t0 = time.perf_counter()
-            res = Simulator(ClusterSimConfig(dp=dp, router=router, policy=policy), engine, programs,
-                            horizon=duration, admission=AdmissionConfig(quantum=0.0),
-                            routing=RouterConfig(quantum=qw or 16384.0)).run()
+            spec = RunSpec(None, ClusterSimConfig(dp=dp, max_time=20 * duration), engine,
+                           admission=AdmissionConfig(policy=policy),
+                           routing=RouterConfig(policy=router, quantum=qw or 16384.0))
+            res = Simulator(spec, programs).run()
             row = {"scenario": name, "pair": pair, "q_w": qw, **measure(res, light),
                    "wall_s": round(time.perf_counter() - t0, 1)}
             rows.append(row)

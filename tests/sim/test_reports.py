@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 
 from sglang_fair.sim.bench import bench
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.config import ClusterSimConfig
+from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import WorkloadConfig
 
 
 def test_bench_reports_speed() -> None:
     wl = WorkloadConfig(workload="tot", clients=2, rate=0.3, duration=4, depth=2, data_dir="/nonexistent")
-    out = bench(wl, ClusterSimConfig(dp=2), EngineConfig())
+    out = bench(RunSpec(wl, ClusterSimConfig(dp=2)))
     assert out["requests"] > 0 and out["simulated_s"] > 0
     assert out["sim_requests_per_cpu_s"] > 0 and out["simulated_s_per_wall_s"] > 0
 

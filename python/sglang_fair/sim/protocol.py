@@ -24,8 +24,9 @@ from sglang_fair.sim.capacity import CapacitySearch, backlog_growth, find_capaci
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.queueing import mean_decode_batch, mean_wait
 from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.spec import RunSpec
 from sglang_fair.sim.steptime import preset
-from sglang_fair.workloads import WorkloadConfig, make_workload
+from sglang_fair.workloads import WorkloadConfig
 
 LOADS = {"below": 0.7, "near": 1.0, "above": 1.2}
 KEYS = ("throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
@@ -99,13 +100,13 @@ def _workload(point: Point, total_rate: float, duration: float, seed: int) -> Wo
 
 def simulate(point: Point, total_rate: float, duration: float, seed: int) -> Any:
     """One run stopped at ``duration`` (arrivals go on until then); returns the RunResult."""
-    cluster = ClusterSimConfig(dp=point.dp, router=point.router if point.dp > 1 else "round_robin",
-                               policy=point.policy, max_time=duration)
-    admission = AdmissionConfig(quantum=point.q_u) if point.q_u else AdmissionConfig()
-    routing = RouterConfig(quantum=point.q_w) if point.q_w else RouterConfig()
-    programs = make_workload(_workload(point, total_rate, duration, seed), point.dp)
-    return Simulator(cluster, EngineConfig(preset=point.preset), programs, horizon=duration,
-                     admission=admission, routing=routing).run()
+    router = point.router if point.dp > 1 else "round_robin"
+    spec = RunSpec(workload=_workload(point, total_rate, duration, seed),
+                   cluster=ClusterSimConfig(dp=point.dp, max_time=duration),
+                   engine=EngineConfig(preset=point.preset),
+                   admission=AdmissionConfig(policy=point.policy, quantum=point.q_u),
+                   routing=RouterConfig(policy=router, quantum=point.q_w or RouterConfig.quantum))
+    return Simulator(spec).run()
 
 
 def measure_capacity(point: Point, proto: Protocol, start: float,
