@@ -27,8 +27,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
+from sglang_fair.experiments.paper_plots import write_generated  # noqa: E402
 from sglang_fair.metrics.stats import jain_index  # noqa: E402
-from sglang_fair.sim.paper_plots import write_generated  # noqa: E402
 
 OURS = ("fair_cache_aware", "dlpm_light")
 CA, D2, VTC = ("cache_aware", "lpm"), ("d2lpm", "dlpm"), ("client_rr", "vtc")

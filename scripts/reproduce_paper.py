@@ -5,10 +5,10 @@
     python scripts/reproduce_paper.py --only fig1,fig12 --seeds 0,1,2      # a subset
     python scripts/reproduce_paper.py --redraw                             # plots/tables from results.json
 
-Protocol (docs/results.md, "Protocol"; sglang_fair/sim/protocol.py): arrivals sustained for
+Protocol (docs/results.md, "Protocol"; sglang_fair/experiments/protocol.py): arrivals sustained for
 --duration (600 s), metrics over [--warmup, --duration], latency over the programs arriving in
 [--warmup, --duration - --cooldown]; every point at a named load (below 0.7x, near 1.0x, above 1.2x)
-of the capacity measured with RR+LPM for its workload x scenario x D x preset (sim/capacity.py); one
+of the capacity measured with RR+LPM for its workload x scenario x D x preset (experiments/capacity.py); one
 run per seed (--seeds, at least 3), --jobs processes at a time. Every run is appended to
 results/results.json as it finishes; a rerun skips the runs already there (delete the file to start
 over). Nothing is tuned to the paper; the presets are public-figure ones, not GPU-calibrated.
@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from sglang_fair.sim.protocol import LOADS, Point, Protocol, measure_capacity, run_point  # noqa: E402
+from sglang_fair.experiments.protocol import LOADS, Point, Protocol, measure_capacity, run_point  # noqa: E402
 from sglang_fair.workloads import DEFAULT_RATE_PER_WORKER  # noqa: E402
 
 A10 = "a10-llama3b"
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
         run(a)
         return 0
     results = json.loads(Path(a.results).read_text()) if a.redraw else run(a)
-    from sglang_fair.sim.paper_plots import render  # needs matplotlib (the sim extra)
+    from sglang_fair.experiments.paper_plots import render  # needs matplotlib (the sim extra)
 
     render(results, Path(a.out))
     return 0

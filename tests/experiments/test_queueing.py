@@ -1,4 +1,4 @@
-"""Queue figures of a run (sim/queueing.py): mean wait for admission and mean decode batch."""
+"""Queue figures of a run (experiments/queueing.py): mean wait for admission and mean decode batch."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import pytest
 
 from sglang_fair.admission import AdmissionConfig
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.experiments.protocol import Protocol, queue_figures
+from sglang_fair.experiments.queueing import mean_decode_batch, mean_wait
 from sglang_fair.metrics import RequestRecord
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
-from sglang_fair.sim.protocol import Protocol, queue_figures
-from sglang_fair.sim.queueing import mean_decode_batch, mean_wait
 from sglang_fair.sim.simulator import Simulator
 from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import WorkloadConfig
