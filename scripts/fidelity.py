@@ -23,22 +23,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
+from sglang_fair.admission import AdmissionConfig
+from sglang_fair.core.cost import CostModel
+from sglang_fair.harness.server import running_server
+from sglang_fair.loadtest.cli import bench
+from sglang_fair.loadtest.config import LoadTestConfig
+from sglang_fair.loadtest.summary import run_summary
+from sglang_fair.metrics import RunResult, summarize
+from sglang_fair.routing import RouterConfig
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.report import plot_overlay, service_series
+from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.spec import RunSpec
+from sglang_fair.workloads import WorkloadConfig
 
-from sglang_fair.admission import AdmissionConfig  # noqa: E402
-from sglang_fair.core.cost import CostModel  # noqa: E402
-from sglang_fair.harness.server import running_server  # noqa: E402
-from sglang_fair.loadtest.cli import bench  # noqa: E402
-from sglang_fair.loadtest.config import LoadTestConfig  # noqa: E402
-from sglang_fair.loadtest.summary import run_summary  # noqa: E402
-from sglang_fair.metrics import RunResult, summarize  # noqa: E402
-from sglang_fair.routing import RouterConfig  # noqa: E402
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
-from sglang_fair.sim.report import plot_overlay, service_series  # noqa: E402
-from sglang_fair.sim.simulator import Simulator  # noqa: E402
-from sglang_fair.sim.spec import RunSpec  # noqa: E402
-from sglang_fair.workloads import WorkloadConfig  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 KV_TOKENS = 60000
 TINY_VOCAB = 388  # scripts/make_tiny_model.py's tokenizer (seed 0)
