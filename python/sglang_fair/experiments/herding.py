@@ -27,14 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.admission import AdmissionConfig
 from sglang_fair.experiments.runner import Task, floats, ints, log_row, names, run_tasks, save_json
-from sglang_fair.experiments.scenarios import PAPER, paper_workload
+from sglang_fair.experiments.scenarios import PAPER, paper_workload, sweep_spec
 from sglang_fair.metrics import summarize
-from sglang_fair.routing import RouterConfig
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.config import EngineConfig
 from sglang_fair.sim.simulator import Simulator
-from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import make_workload
 from sglang_fair.workloads.program import Call, Program
 from sglang_fair.workloads.tokens import random_tokens, seeded_rng
@@ -60,7 +57,9 @@ def herd_programs(duration: float, dp: int, rate: float, template_len: int, seed
                     c == "c0", "e2e", "herd") for pid, (t, c) in enumerate(raw)]
 
 
-def scenario(name: str, args: argparse.Namespace, dp: int, seed: int) -> tuple[list[Program], EngineConfig]:
+def scenario(name: str, args: argparse.Namespace, dp: int, seed: int
+             ) -> tuple[list[Program], EngineConfig]:
+    """The programs and engine of ``herd`` or a paper scenario."""
     if name == "herd":
         return herd_programs(args.duration, dp, args.herd_rate, args.herd_template, seed), EngineConfig()
     wl = paper_workload(name, args.duration, rate=args.rate, seed=seed)
@@ -70,12 +69,8 @@ def scenario(name: str, args: argparse.Namespace, dp: int, seed: int) -> tuple[l
 def run(name: str, dp: int, pair: str, qw: float, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     """One run of the steady-state protocol; the row of the table and the JSON."""
     programs, engine = scenario(name, args, dp, seed)
-    router, policy = pair.split(":")
     t0 = time.perf_counter()
-    spec = RunSpec(None, ClusterSimConfig(dp=dp, max_time=args.duration), engine,
-                   admission=AdmissionConfig(policy=policy),
-                   routing=RouterConfig(policy=router, quantum=qw or 16384.0))
-    res = Simulator(spec, programs).run()
+    res = Simulator(sweep_spec(engine, pair, args.duration, dp, q_w=qw or 16384.0), programs).run()
     s = summarize(res, (args.warmup, args.duration), (args.warmup, args.duration - args.cooldown))
     load = [w["actual_service"] for w in s["workers"]]
     return {"scenario": name, "seed": seed, "dp": dp, "pair": pair, "q_w": qw,

@@ -16,14 +16,11 @@ import argparse
 import time
 from typing import Any
 
-from sglang_fair.admission import AdmissionConfig
-from sglang_fair.batching import BATCHING_POLICIES, BatchingConfig
+from sglang_fair.batching import BATCHING_POLICIES
 from sglang_fair.experiments.runner import Task, names, run_tasks
-from sglang_fair.experiments.scenarios import measure, scenario
-from sglang_fair.routing import RouterConfig
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.experiments.scenarios import measure, scenario, sweep_spec
+from sglang_fair.sim.config import EngineConfig
 from sglang_fair.sim.simulator import Simulator
-from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import Program
 
 
@@ -32,10 +29,8 @@ def run_one(programs: list[Program], engine: EngineConfig, light: tuple[str, ...
     """One worker under admission ``policy`` and batch formation ``batching``: the flood's figures
     and the SLO summary."""
     t0 = time.perf_counter()
-    spec = RunSpec(None, ClusterSimConfig(max_time=20 * duration), engine,
-                   admission=AdmissionConfig(policy=policy), routing=RouterConfig(policy="round_robin"),
-                   batching=BatchingConfig(policy=batching), slo=True)
-    sim = Simulator(spec, programs)
+    sim = Simulator(sweep_spec(engine, f"round_robin:{policy}", 20 * duration, batching=batching, slo=True),
+                    programs)
     res = sim.run()
     assert sim.slo is not None
     return {**measure(res, light), **sim.slo.summary(duration), "wall_s": time.perf_counter() - t0}

@@ -17,14 +17,11 @@ import argparse
 import time
 from typing import Any
 
-from sglang_fair.admission import AdmissionConfig
 from sglang_fair.experiments.runner import Task, floats, log_row, names, run_tasks
-from sglang_fair.experiments.scenarios import measure, scenario
+from sglang_fair.experiments.scenarios import measure, scenario, sweep_spec
 from sglang_fair.experiments.sweeps import Sweep, report
-from sglang_fair.routing import RouterConfig
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.config import EngineConfig
 from sglang_fair.sim.simulator import Simulator
-from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import Program
 
 BASELINES = ("lpm", "fcfs", "vtc")
@@ -36,9 +33,7 @@ def run_one(name: str, programs: list[Program], engine: EngineConfig, light: tup
             policy: str, qu: float, duration: float) -> dict[str, Any]:
     """One worker, round-robin routing, ``policy`` at Q^u ``qu`` (0: 4,096)."""
     t0 = time.perf_counter()
-    spec = RunSpec(None, ClusterSimConfig(max_time=20 * duration), engine,
-                   admission=AdmissionConfig(policy=policy, quantum=qu or 4096.0),
-                   routing=RouterConfig(policy="round_robin"))
+    spec = sweep_spec(engine, f"round_robin:{policy}", 20 * duration, q_u=qu or 4096.0)
     res = Simulator(spec, programs).run()
     return {"scenario": name, "policy": policy, "q_u": qu, **measure(res, light),
             "wall_s": round(time.perf_counter() - t0, 1)}

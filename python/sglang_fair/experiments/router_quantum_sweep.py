@@ -17,14 +17,11 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from sglang_fair.admission import AdmissionConfig
 from sglang_fair.experiments.runner import Task, floats, log_row, names, run_tasks
-from sglang_fair.experiments.scenarios import measure, scenario
+from sglang_fair.experiments.scenarios import measure, scenario, sweep_spec
 from sglang_fair.experiments.sweeps import Sweep, report
-from sglang_fair.routing import RouterConfig
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.config import EngineConfig
 from sglang_fair.sim.simulator import Simulator
-from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import Program
 
 BASELINES = ("round_robin:lpm", "cache_aware:lpm", "client_rr:vtc")
@@ -36,12 +33,8 @@ QW_SWEEP = Sweep("pair", "q_w", "Q^w", VARIANTS, BASELINES, (
 def run_one(name: str, programs: list[Program], engine: EngineConfig, light: tuple[str, ...] | None,
             dp: int, pair: str, qw: float, duration: float) -> dict[str, Any]:
     """``dp`` workers under ``pair`` (router:policy) at Q^w ``qw`` (0: 16,384)."""
-    router, policy = pair.split(":")
     t0 = time.perf_counter()
-    spec = RunSpec(None, ClusterSimConfig(dp=dp, max_time=20 * duration), engine,
-                   admission=AdmissionConfig(policy=policy),
-                   routing=RouterConfig(policy=router, quantum=qw or 16384.0))
-    res = Simulator(spec, programs).run()
+    res = Simulator(sweep_spec(engine, pair, 20 * duration, dp, q_w=qw or 16384.0), programs).run()
     return {"scenario": name, "pair": pair, "q_w": qw, **measure(res, light),
             "wall_s": round(time.perf_counter() - t0, 1)}
 

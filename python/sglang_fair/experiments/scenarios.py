@@ -13,8 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from sglang_fair.admission import AdmissionConfig
+from sglang_fair.batching import BatchingConfig
 from sglang_fair.metrics import RunResult, percentile, summarize
-from sglang_fair.sim.config import EngineConfig
+from sglang_fair.routing import RouterConfig
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import WorkloadConfig, make_workload
 from sglang_fair.workloads.program import Call, Program
 from sglang_fair.workloads.tokens import random_tokens, seeded_rng
@@ -58,6 +62,15 @@ def scenario(name: str, duration: float, dp: int = 1
         return flood_programs(duration), EngineConfig(kv_tokens=kv, max_running=24), ("l1", "l2")
     programs = make_workload(paper_workload(name, duration), dp)
     return programs, EngineConfig(kv_tokens=PAPER[name][1], max_running=256), None  # as published
+
+
+def sweep_spec(engine: EngineConfig, pair: str, max_time: float, dp: int = 1, q_u: float = 0.0,
+               q_w: float = RouterConfig.quantum, batching: str = "sglang", slo: bool = False) -> RunSpec:
+    """A sweep's run of its own programs: ``pair`` (router:policy) on ``dp`` workers until ``max_time``."""
+    router, policy = pair.split(":")
+    return RunSpec(None, ClusterSimConfig(dp=dp, max_time=max_time), engine,
+                   AdmissionConfig(policy=policy, quantum=q_u), RouterConfig(policy=router, quantum=q_w),
+                   BatchingConfig(policy=batching), slo=slo)
 
 
 def measure(res: RunResult, light: tuple[str, ...] | None) -> dict[str, Any]:
