@@ -23,19 +23,21 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
+from sglang_fair.admission import AdmissionConfig
+from sglang_fair.core.cost import CostModel
+from sglang_fair.harness.server import running_server
+from sglang_fair.loadtest.cli import bench
+from sglang_fair.loadtest.config import LoadTestConfig
+from sglang_fair.loadtest.summary import run_summary
+from sglang_fair.metrics import RunResult, summarize
+from sglang_fair.routing import RouterConfig
+from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.report import plot_overlay, service_series
+from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.spec import RunSpec
+from sglang_fair.workloads import WorkloadConfig
 
-from sglang_fair.core.cost import CostModel  # noqa: E402
-from sglang_fair.harness.server import running_server  # noqa: E402
-from sglang_fair.loadtest.cli import bench  # noqa: E402
-from sglang_fair.loadtest.config import LoadTestConfig  # noqa: E402
-from sglang_fair.loadtest.summary import run_summary  # noqa: E402
-from sglang_fair.metrics import RunResult, summarize  # noqa: E402
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig  # noqa: E402
-from sglang_fair.sim.report import plot_overlay, service_series  # noqa: E402
-from sglang_fair.sim.simulator import Simulator  # noqa: E402
-from sglang_fair.workloads import WorkloadConfig, make_workload  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 KV_TOKENS = 60000
 TINY_VOCAB = 388  # scripts/make_tiny_model.py's tokenizer (seed 0)
@@ -58,10 +60,11 @@ def real(model: Path, policy: str, router: str, dp: int, workload: WorkloadConfi
 
 def simulated(policy: str, router: str, dp: int,
               workload: WorkloadConfig, step_model: str = "") -> tuple[dict[str, Any], RunResult]:
-    cluster = ClusterSimConfig(dp=dp, router=router, policy=policy)
     engine = EngineConfig(preset="cpu-tiny-llama", kv_tokens=KV_TOKENS, max_running=MAX_RUNNING,
                           ignore_eos=True, step_model=step_model)
-    res = Simulator(cluster, engine, make_workload(workload, dp), horizon=workload.duration).run()
+    spec = RunSpec(workload, ClusterSimConfig(dp=dp), engine, admission=AdmissionConfig(policy=policy),
+                   routing=RouterConfig(policy=router))
+    res = Simulator(spec).run()
     return summarize(res), res
 
 

@@ -11,14 +11,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
-
-from sglang_fair.sim.report import plot_overlay  # noqa: E402
+from sglang_fair.sim.report import plot_overlay
 
 
 def load_series(spec: str) -> tuple[str, dict[str, Any]]:

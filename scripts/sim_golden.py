@@ -21,21 +21,25 @@ from typing import Any
 
 from sglang_fair.admission import AdmissionConfig
 from sglang_fair.batching import BatchingConfig
-from sglang_fair.core.cost import CostModel
 from sglang_fair.metrics import MetricsConfig, RunResult, summarize_windows
+from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.report import service_series
 from sglang_fair.sim.simulator import Simulator
-from sglang_fair.workloads import WorkloadConfig, make_workload
+from sglang_fair.sim.spec import RunSpec
+from sglang_fair.workloads import WorkloadConfig
 
 
 @dataclass(frozen=True)
 class Case:
-    """One run: workload flags, cluster flags, engine flags, batching policy, metrics flags."""
+    """One run: workload flags, cluster flags, router and admission policy, engine flags, batching
+    policy, metrics flags."""
 
     name: str
     workload: dict[str, Any]
     cluster: dict[str, Any]
+    router: str
+    policy: str
     engine: dict[str, Any] = field(default_factory=dict)
     batching: str = "sglang"
     metrics: dict[str, Any] = field(default_factory=dict)
@@ -45,8 +49,8 @@ def _c(name: str, kind: str, dp: int, router: str, policy: str, **kw: Any) -> Ca
     workload = {"workload": kind, "duration": kw.pop("duration", 20.0), "clients": kw.pop("clients", 4),
                 "scenario": kw.pop("scenario", "s1" if kind in ("tot", "judge", "qa") else "none"),
                 **kw.pop("wl", {})}
-    cluster = {"dp": dp, "router": router, "policy": policy, **kw.pop("cl", {})}
-    return Case(name, workload, cluster, **kw)
+    cluster = {"dp": dp, **kw.pop("cl", {})}
+    return Case(name, workload, cluster, router, policy, **kw)
 
 
 SMALL_POOL = {"kv_tokens": 60_000}  # binds: retractions and evictions happen
@@ -91,16 +95,12 @@ CASES: tuple[Case, ...] = (
 def run_case(case: Case) -> dict[str, Any]:
     """Run one case; return its summary and digests."""
     workload = WorkloadConfig(**case.workload)
-    cluster = ClusterSimConfig(**case.cluster)
-    engine = EngineConfig(**case.engine)
-    metrics = MetricsConfig(**case.metrics)
-    batching = BatchingConfig(policy=case.batching)
-    cost = CostModel()
-    programs = make_workload(workload, cluster.dp)
-    sim = Simulator(cluster, engine, programs, cost, horizon=workload.duration,
-                    admission=AdmissionConfig(cost=cost), batching=batching, slo=case.batching != "sglang")
+    spec = RunSpec(workload, ClusterSimConfig(**case.cluster), EngineConfig(**case.engine),
+                   admission=AdmissionConfig(policy=case.policy), routing=RouterConfig(policy=case.router),
+                   batching=BatchingConfig(policy=case.batching), slo=case.batching != "sglang")
+    sim = Simulator(spec)
     res = sim.run()
-    summary = summarize_windows(res, metrics, workload.duration)
+    summary = summarize_windows(res, MetricsConfig(**case.metrics), workload.duration)
     if sim.slo is not None:
         summary["slo"] = sim.slo.summary(max(workload.duration, 1e-9))
     return {"summary": json.loads(json.dumps(summary, default=str)), **digests(res)}

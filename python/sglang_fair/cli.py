@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "sglang_fair.demo",
     "sglang_fair.sim.cli",
     "sglang_fair.speed.policies",
+    "sglang_fair.speed.simulator",
     "sglang_fair.loadtest.cli",
     "sglang_fair.sglang_plugin.cli",
     "sglang_fair_router.cli",

@@ -9,11 +9,13 @@ from typing import Any
 import pytest
 from batching_support import dec, long_prompts, policy, pre
 
+from sglang_fair.admission import AdmissionConfig
 from sglang_fair.batching import SLO, BatchingConfig, StepView
 from sglang_fair.batching.pab import prefill_admission_budget
 from sglang_fair.routing import RouterConfig, make_routing_policy
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.config import ClusterSimConfig
 from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.spec import RunSpec
 
 COEF = (0.01, 1e-6, 1e-4)  # fixed, per KV token, per new token (seconds)
 
@@ -56,8 +58,9 @@ def test_pab_router_sends_to_a_worker_with_budget_and_charges_it() -> None:
 
 
 def test_fairbatching_workers_report_their_budget_to_a_pab_router_in_the_simulator() -> None:
-    sim = Simulator(ClusterSimConfig(dp=2, router="pab", policy="fcfs"), EngineConfig(), long_prompts(30),
-                    batching=BatchingConfig(policy="fairbatching"))
+    spec = RunSpec(None, ClusterSimConfig(dp=2), admission=AdmissionConfig(policy="fcfs"),
+                   routing=RouterConfig(policy="pab"), batching=BatchingConfig(policy="fairbatching"))
+    sim = Simulator(spec, long_prompts(30))
     res = sim.run()
     assert all(r.generated == r.output_len for r in res.requests)
     budget = getattr(sim.router, "budget")  # noqa: B009
@@ -76,8 +79,9 @@ def test_a_calls_own_slo_reaches_the_batching_policy_and_the_metrics() -> None:
         tight = (None, 0.012)
         programs = [dataclasses.replace(p, calls=tuple(dataclasses.replace(c, slo=tight) for c in p.calls))
                     if own and p.pid % 2 else p for p in long_prompts(30, gap=0.1)]
-        sim = Simulator(ClusterSimConfig(dp=1, policy="fcfs"), EngineConfig(), programs,
-                        batching=BatchingConfig(policy="fairbatching", tpot=0.2), slo=True)
+        spec = RunSpec(admission=AdmissionConfig(policy="fcfs"),
+                       batching=BatchingConfig(policy="fairbatching", tpot=0.2), slo=True)
+        sim = Simulator(spec, programs)
         sim.run()
         assert sim.slo is not None
         return sim.slo.tracks

@@ -10,12 +10,15 @@ from typing import Any
 import pytest
 from batching_support import long_prompts
 
+from sglang_fair.admission import AdmissionConfig
 from sglang_fair.batching import SLO, BatchingConfig, BatchPlan, DecodeView, PrefillView, StepView
 from sglang_fair.batching.simple import SGLangDefault
 from sglang_fair.cli import main
+from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.formation import FormedPlan
 from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import WorkloadConfig, make_workload
 from sglang_fair.workloads.program import Program
 
@@ -31,8 +34,9 @@ def _programs(**kw: object) -> list[Program]:
 
 def _sim(programs: list[Program], batching: str, slo: bool = False, tpot: float = 0.05,
          **engine: Any) -> Simulator:
-    return Simulator(ClusterSimConfig(dp=1, router="round_robin", policy="fcfs"), EngineConfig(**engine),
-                     programs, batching=BatchingConfig(policy=batching, tpot=tpot), slo=slo)
+    spec = RunSpec(None, ClusterSimConfig(), EngineConfig(**engine), AdmissionConfig(policy="fcfs"),
+                   RouterConfig(policy="round_robin"), BatchingConfig(policy=batching, tpot=tpot), slo=slo)
+    return Simulator(spec, programs)
 
 
 def _spy(sim: Simulator) -> list[tuple[FormedPlan, int, int]]:

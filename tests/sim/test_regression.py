@@ -19,9 +19,12 @@ limits the batch, D²LPM retracts (149 retractions, seed 0) and its Jain's index
 
 from __future__ import annotations
 
+from sglang_fair.admission import AdmissionConfig
 from sglang_fair.metrics import summarize
+from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import WorkloadConfig, make_workload
 
 
@@ -31,9 +34,9 @@ def test_d2lpm_isolates_well_behaved_clients_better_than_rr_lpm() -> None:
     programs = make_workload(cfg, 2)
     runs = {}
     for router, policy in (("round_robin", "lpm"), ("d2lpm", "dlpm")):
-        cluster = ClusterSimConfig(dp=2, router=router, policy=policy)
-        engine = EngineConfig(max_running=256)
-        runs[router] = summarize(Simulator(cluster, engine, programs, horizon=cfg.duration).run())
+        spec = RunSpec(cfg, ClusterSimConfig(dp=2), EngineConfig(max_running=256),
+                       AdmissionConfig(policy=policy), RouterConfig(policy=router))
+        runs[router] = summarize(Simulator(spec, programs).run())
     rr, d2 = runs["round_robin"], runs["d2lpm"]
     assert d2["jain_index"] >= rr["jain_index"] + 0.05
     assert d2["well_behaved_p50_s"] <= 0.85 * rr["well_behaved_p50_s"]

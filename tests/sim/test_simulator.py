@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 
 import pytest
 
@@ -13,6 +12,7 @@ from sglang_fair.metrics import RunResult, summarize
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.spec import RunSpec
 from sglang_fair.sim.steptime import LinearStepModel
 from sglang_fair.workloads import ProgramRun, WorkloadConfig, make_workload
 from sglang_fair.workloads.program import Call, Program
@@ -27,11 +27,20 @@ def _tot(**kw: object) -> list[Program]:
     return make_workload(cfg, 2)
 
 
+def _spec(router: str, policy: str, dp: int = 1, cluster: dict[str, float] | None = None,
+          engine: dict[str, object] | None = None, admission: dict[str, float] | None = None,
+          routing: dict[str, float] | None = None, cost: CostModel | None = None) -> RunSpec:
+    """A spec for programs given to the simulator (no workload)."""
+    return RunSpec(None, ClusterSimConfig(dp=dp, **(cluster or {})),  # type: ignore[arg-type]
+                   EngineConfig(**(engine or {})),  # type: ignore[arg-type]
+                   AdmissionConfig(policy=policy, **(admission or {})),
+                   RouterConfig(policy=router, **(routing or {})), cost=cost or CostModel())
+
+
 def _run(programs: list[Program], router: str = "d2lpm", policy: str = "dlpm", dp: int = 2,
          **engine: object) -> RunResult:
-    cluster = ClusterSimConfig(dp=dp, router=router, policy=policy)
-    return Simulator(cluster, EngineConfig(**engine), programs,  # type: ignore[arg-type]
-                     admission=AdmissionConfig(quantum=2048), routing=RouterConfig(quantum=8192)).run()
+    spec = _spec(router, policy, dp, engine=engine, admission={"quantum": 2048}, routing={"quantum": 8192})
+    return Simulator(spec, programs).run()
 
 
 def _check_conservation(programs: list[Program], res: RunResult, cost: CostModel | None = None) -> None:
@@ -72,8 +81,7 @@ def test_chunked_prefill_of_a_long_prompt() -> None:
     model = LinearStepModel(fixed=0.01, per_request=0, per_new_token=1e-4, per_context_token=0)
     prompt = tuple(range(5000))
     prog = Program(0, "a", 0.0, (Call((prompt,), 3),))
-    sim = Simulator(ClusterSimConfig(dp=1, router="round_robin", policy="fcfs"),
-                    EngineConfig(chunk_size=2048), [prog], model=model)
+    sim = Simulator(_spec("round_robin", "fcfs", engine={"chunk_size": 2048}), [prog], model=model)
     res = sim.run()
     # 3 prefill chunks (2048 + 2048 + 904 tokens), then 2 decode steps of one token
     assert res.steps == 5
@@ -85,8 +93,7 @@ def test_chunked_prefill_of_a_long_prompt() -> None:
 def test_prefix_reuse_and_closed_loop() -> None:
     model = LinearStepModel(fixed=0.01, per_request=0, per_new_token=1e-4, per_context_token=0)
     prog = _tot(clients=1, scenario="none", rate=0.2)[0]
-    res = Simulator(ClusterSimConfig(dp=1, router="round_robin", policy="lpm"), EngineConfig(), [prog],
-                    model=model).run()
+    res = Simulator(_spec("round_robin", "lpm"), [prog], model=model).run()
     by_call = sorted(res.requests, key=lambda r: r.rid)
     # Calls 0 and 1 sample the question prompt; the next two released are the first finisher's children.
     root = min(by_call[:2], key=lambda r: r.finished)
@@ -98,9 +105,9 @@ def test_prefix_reuse_and_closed_loop() -> None:
 def test_feedback_delay_does_not_extend_the_run() -> None:
     programs = _tot()
     fast = _run(programs)
-    cluster = ClusterSimConfig(dp=2, router="d2lpm", policy="dlpm", feedback_delay=5.0)
-    slow = Simulator(cluster, EngineConfig(), programs, admission=AdmissionConfig(quantum=2048),
-                     routing=RouterConfig(quantum=8192)).run()
+    spec = _spec("d2lpm", "dlpm", 2, cluster={"feedback_delay": 5.0}, admission={"quantum": 2048},
+                 routing={"quantum": 8192})
+    slow = Simulator(spec, programs).run()
     _check_conservation(programs, slow)
     assert slow.end_time < fast.end_time * 2
 
@@ -118,17 +125,17 @@ def test_summary_has_the_issue_keys() -> None:
 def test_client_weights_run() -> None:
     programs = _tot(scenario="none", rate=0.6)
     cost = CostModel(client_weights={"c0": 3.0})
-    cluster = ClusterSimConfig(dp=1, router="round_robin", policy="vtc")
-    res = Simulator(cluster, EngineConfig(), programs, cost=cost).run()
+    spec = _spec("round_robin", "vtc", cost=cost)
+    res = Simulator(spec, programs).run()
     _check_conservation(programs, res, cost)
-    other = Simulator(replace(cluster, policy="dlpm"), EngineConfig(), programs, cost=cost).run()
+    other = Simulator(spec.with_pair("round_robin", "dlpm"), programs).run()
     _check_conservation(programs, other, cost)
 
 
 def test_pool_is_clean_after_a_run() -> None:
     programs = _tot(scenario="s1", rate=0.6)
-    cluster = ClusterSimConfig(dp=2, router="round_robin", policy="dlpm")
-    sim = Simulator(cluster, EngineConfig(kv_tokens=6000, new_token_ratio=0.0), programs)
+    sim = Simulator(_spec("round_robin", "dlpm", 2, engine={"kv_tokens": 6000, "new_token_ratio": 0.0}),
+                    programs)
     sim.run()
     for w in sim.workers:
         cache = w.cache
@@ -173,8 +180,9 @@ def test_incremental_batch_counters_match_a_recount(monkeypatch: pytest.MonkeyPa
 
 def test_evictions_reach_the_router_after_the_delay() -> None:
     programs = _tot(scenario="s1", rate=0.6)
-    cluster = ClusterSimConfig(dp=2, router="d2lpm", policy="dlpm", feedback_delay=0.5)
-    sim = Simulator(cluster, EngineConfig(kv_tokens=6000, new_token_ratio=0.0), programs)
+    spec = _spec("d2lpm", "dlpm", 2, cluster={"feedback_delay": 0.5},
+                 engine={"kv_tokens": 6000, "new_token_ratio": 0.0})
+    sim = Simulator(spec, programs)
     seen: list[tuple[float, int]] = []
     original = sim.router.on_evict
 

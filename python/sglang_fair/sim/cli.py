@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ from sglang_fair.sim.report import (
     service_series,
 )
 from sglang_fair.sim.simulator import Simulator, long_run_collector, stderr_progress
-from sglang_fair.workloads import WorkloadConfig, call_count, make_workload
+from sglang_fair.sim.spec import RunSpec
+from sglang_fair.workloads import WorkloadConfig, call_count
 from sglang_fair.workloads.tokens import make_tokenizer
 
 
@@ -44,6 +45,10 @@ def register(subparsers: Any) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_flags(p, WorkloadConfig)
     add_flags(p, ClusterSimConfig)
+    p.add_argument("--router", default=RouterConfig.policy,
+                   help=f"routing policy (default: {RouterConfig.policy})")
+    p.add_argument("--policy", default=AdmissionConfig.policy,
+                   help=f"admission policy (default: {AdmissionConfig.policy})")
     add_flags(p, EngineConfig)
     add_flags(p, AdmissionConfig, skip=("policy", "cost"))  # --fair-quantum, as in serve
     add_flags(p, RouterConfig, skip=("policy", "num_workers", "cost"))  # --router-quantum, ...
@@ -75,54 +80,54 @@ def parse_pairs(text: str, default: tuple[str, str]) -> list[tuple[str, str]]:
     return pairs
 
 
-def run_pairs(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig,
-              pairs: list[tuple[str, str]], cost: CostModel, progress: bool = False,
-              admission: AdmissionConfig | None = None, routing: RouterConfig | None = None,
-              metrics: MetricsConfig | None = None, batching: BatchingConfig | None = None,
-              slo: bool = False,
-              ) -> tuple[dict[str, dict[str, Any]], dict[str, RunResult]]:
-    """Simulate each (router, policy) pair on the same seeded workload; with ``metrics`` the summary
-    covers its steady-state window (and a steady-state run stops at the end of the arrivals); with
-    ``slo`` it has the SLO summary under ``slo``."""
+def run_pairs(spec: RunSpec, pairs: list[tuple[str, str]], metrics: MetricsConfig | None = None,
+              progress: bool = False) -> tuple[dict[str, dict[str, Any]], dict[str, RunResult]]:
+    """Simulate ``spec`` with each (router, policy) pair on the same seeded workload; with ``metrics``
+    the summary covers its steady-state window (and a steady-state run stops at the end of the
+    arrivals); with ``spec.slo`` it has the SLO summary under ``slo``."""
     metrics = metrics or MetricsConfig()
-    if metrics.steady_state and not cluster.max_time:
-        cluster = ClusterSimConfig(**{**asdict(cluster), "max_time": workload.duration})
-    programs = make_workload(workload, cluster.dp)
+    assert spec.workload is not None
+    duration = spec.workload.duration
+    if metrics.steady_state and not spec.cluster.max_time:
+        spec = replace(spec, cluster=replace(spec.cluster, max_time=duration))
+    programs = spec.programs()
     summaries: dict[str, dict[str, Any]] = {}
     results: dict[str, RunResult] = {}
     for router, policy in pairs:
-        cfg = ClusterSimConfig(**{**asdict(cluster), "router": router, "policy": policy})
+        run = spec.with_pair(router, policy)
         if progress:
-            print(f"{router}:{policy}: {len(programs)} programs, {call_count(programs)} calls",
+            print(f"{run.pair}: {len(programs)} programs, {call_count(programs)} calls",
                   file=sys.stderr, flush=True)
-        sim = Simulator(cfg, engine, programs, cost, horizon=workload.duration, admission=admission,
-                        routing=routing, batching=batching, slo=slo)
+        sim = Simulator(run, programs)
         with long_run_collector():  # else the summary, walking the run's records, triggers full collections
-            res = sim.run(stderr_progress(workload.duration) if progress else None)
-            summaries[f"{router}:{policy}"] = summarize_windows(res, metrics, workload.duration)
+            res = sim.run(stderr_progress(duration) if progress else None)
+            summaries[run.pair] = summarize_windows(res, metrics, duration)
             if sim.slo is not None:
-                summaries[f"{router}:{policy}"]["slo"] = sim.slo.summary(max(workload.duration, 1e-9))
-        results[f"{router}:{policy}"] = res
+                summaries[run.pair]["slo"] = sim.slo.summary(max(duration, 1e-9))
+        results[run.pair] = res
     return summaries, results
 
 
-def main(args: argparse.Namespace) -> int:
-    workload = from_flags(WorkloadConfig, args)
-    cluster = from_flags(ClusterSimConfig, args)
-    engine = from_flags(EngineConfig, args)
+def spec_from_flags(args: argparse.Namespace) -> RunSpec:
+    """The run spec the ``sim`` flags describe (``--slo`` is on for any batching but ``sglang``)."""
     cost = from_flags(CostModel, args)
-    admission = from_flags(AdmissionConfig, args, cost=cost)
-    routing = from_flags(RouterConfig, args, cost=cost)
-    metrics = from_flags(MetricsConfig, args)
     batching = from_flags(BatchingConfig, args, policy=args.batching)
-    slo = args.slo or batching.policy != "sglang"
-    pairs = parse_pairs(args.compare, (cluster.router, cluster.policy))
-    summaries, results = run_pairs(workload, cluster, engine, pairs, cost, args.progress, admission, routing,
-                                   metrics, batching, slo)
+    return RunSpec(workload=from_flags(WorkloadConfig, args), cluster=from_flags(ClusterSimConfig, args),
+                   engine=from_flags(EngineConfig, args),
+                   admission=from_flags(AdmissionConfig, args, policy=args.policy, cost=cost),
+                   routing=from_flags(RouterConfig, args, policy=args.router, cost=cost),
+                   batching=batching, cost=cost, slo=args.slo or batching.policy != "sglang")
+
+
+def main(args: argparse.Namespace) -> int:
+    spec = spec_from_flags(args)
+    metrics = from_flags(MetricsConfig, args)
+    pairs = parse_pairs(args.compare, (spec.routing.policy, spec.admission.policy))
+    summaries, results = run_pairs(spec, pairs, metrics, args.progress)
     print(format_table(summaries))
-    if slo:
+    if spec.slo:
         print()
-        print(format_slo(summaries, batching.policy))
+        print(format_slo(summaries, spec.batching.policy))
     if len(summaries) == 1:
         print()
         print(format_clients(next(iter(summaries.values()))))
@@ -130,12 +135,11 @@ def main(args: argparse.Namespace) -> int:
         print()
         print("\n".join(lines))
     if args.json:
+        assert spec.workload is not None
         docs = {name: dict(doc, service_series=service_series(results[name]))
                 for name, doc in summaries.items()}
-        config = {"workload": asdict(workload), "cluster": asdict(cluster), "engine": asdict(engine),
-                  "admission": asdict(admission), "routing": asdict(routing), "metrics": asdict(metrics),
-                  "batching": asdict(batching),
-                  "tokenizer": make_tokenizer(workload).name}
+        config = {**spec.to_dict(), "metrics": asdict(metrics),
+                  "tokenizer": make_tokenizer(spec.workload).name}
         _write_json(Path(args.json), docs, bool(args.compare), config)
     if args.plot:
         print(f"wrote {plot_compare(summaries, Path(args.plot))}")

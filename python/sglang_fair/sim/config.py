@@ -73,11 +73,10 @@ def resolve_engine(engine: EngineConfig, kv_tokens: int) -> EngineConfig:
 
 @dataclass(frozen=True)
 class ClusterSimConfig:
-    """The cluster: workers, the routing and admission policies and the router's feedback delay."""
+    """The cluster: workers, the router's feedback delay and the run's end (the policies are the
+    run spec's ``routing`` and ``admission``)."""
 
     dp: int = field(default=1, metadata={"help": "data-parallel workers (GPUs)"})
-    router: str = field(default="fair_cache_aware", metadata={"help": "routing policy"})
-    policy: str = field(default="dlpm_light", metadata={"help": "admission policy"})
     feedback_delay: float = field(
         default=0.005, metadata={"help": "seconds before the router hears of finishes and evictions"})
     max_time: float = field(

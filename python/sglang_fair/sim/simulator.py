@@ -17,23 +17,23 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
+from enum import IntEnum
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from sglang_fair.admission import AdmissionConfig, make_admission_policy
-from sglang_fair.batching import BatchingConfig, make_batching_policy
-from sglang_fair.core.cost import CostModel
+from sglang_fair.admission import make_admission_policy
+from sglang_fair.batching import make_batching_policy
 from sglang_fair.core.global_tree import token_view
 from sglang_fair.core.radix_cache import Evicted
 from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
-from sglang_fair.routing import RouterConfig, make_routing_policy
+from sglang_fair.routing import make_routing_policy
 from sglang_fair.sim.batch import StepOutcome
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig, resolve_engine
+from sglang_fair.sim.config import resolve_engine
 from sglang_fair.sim.fit import load_model
 from sglang_fair.sim.formation import resolve_batching
 from sglang_fair.sim.request import EngineRequest
 from sglang_fair.sim.slo_track import SLORecorder
+from sglang_fair.sim.spec import RunSpec
 from sglang_fair.sim.steptime import StepTimeModel, preset
 from sglang_fair.sim.worker import EngineWorker
 from sglang_fair.workloads import Program, ProgramRun
@@ -51,59 +51,63 @@ class Routed(NamedTuple):
     tokens: bytes
 
 
-class Simulator:
-    """Runs ``programs`` on a simulated cluster; :meth:`run` returns a :class:`RunResult`."""
+class Event(IntEnum):
+    """What a queued event does; ties in time run in insertion order."""
 
-    def __init__(self, cluster: ClusterSimConfig, engine: EngineConfig, programs: list[Program],
-                 cost: CostModel | None = None, model: StepTimeModel | None = None,
-                 horizon: float | None = None, admission: AdmissionConfig | None = None,
-                 routing: RouterConfig | None = None, batching: BatchingConfig | None = None,
-                 slo: bool = False) -> None:
-        """``admission`` and ``routing`` give the policies' own settings (Q^u, Q^w, ...); their policy
-        names and worker count come from ``cluster`` and their cost is ``cost``. ``batching`` chooses
-        each worker's batch formation (default: SGLang's); ``slo`` records token times for SLO
-        metrics (``self.slo``)."""
-        self.cfg = cluster
-        self.cost = cost or CostModel()
+    ARRIVAL = 0  # a program arrives (data: the Program)
+    STEP_END = 1  # a worker's step ends (data: (worker, version of its plan))
+    FEEDBACK = 2  # the router hears of a finish, an eviction or a budget (data: a callable)
+
+
+ARRIVAL, STEP_END, FEEDBACK = Event  # module names: the hot loop reads no enum class attributes
+
+
+class Simulator:
+    """Runs one :class:`RunSpec` on a simulated cluster; :meth:`run` returns a :class:`RunResult`."""
+
+    def __init__(self, spec: RunSpec, programs: list[Program] | None = None,
+                 model: StepTimeModel | None = None) -> None:
+        """``programs`` default to the spec's workload; ``model`` replaces the engine's step-time
+        model (else the spec's preset, or its fitted ``step_model``)."""
+        self.spec = spec
+        self.cfg = spec.cluster
+        self.cost = spec.cost
+        engine = spec.engine
         step_model, kv = preset(engine.preset)
         if model is None and engine.step_model:
             model = load_model(Path(engine.step_model))
         self.model = model or step_model
         kv = engine.kv_tokens or kv
         engine = resolve_engine(engine, kv)
-        admission = replace(admission or AdmissionConfig(), policy=cluster.policy, cost=self.cost)
-        self.router = make_routing_policy(replace(
-            routing or RouterConfig(), policy=cluster.router, num_workers=cluster.dp, cost=self.cost))
-        batching = resolve_batching(batching or BatchingConfig(), self.model)
+        self.router = make_routing_policy(spec.routing)
+        batching = resolve_batching(spec.batching, self.model)
         slos = batching.slo_table()
         self.workers = [
-            EngineWorker(i, make_admission_policy(admission), engine, self.model, kv,
+            EngineWorker(i, make_admission_policy(spec.admission), engine, self.model, kv,
                          make_batching_policy(batching), slos)
-            for i in range(cluster.dp)
+            for i in range(spec.cluster.dp)
         ]
-        self.slo = SLORecorder(slos) if slo else None
-        self.programs = programs
-        last = max((p.arrival for p in programs), default=0.0)
-        self.max_time = cluster.max_time or 20 * (horizon if horizon is not None else max(last, 1.0))
-        self.ledger = ServiceLedger(self.cost, cluster.window)
+        self.slo = SLORecorder(slos) if spec.slo else None
+        self.programs = spec.programs() if programs is None else programs
+        self.max_time = spec.max_time(self.programs)
+        self.ledger = ServiceLedger(self.cost, spec.cluster.window)
         self.requests: list[RequestRecord] = []
-        self.records = [
-            ProgramRecord(p.pid, p.client, p.arrival, len(p.calls), p.misbehaving, p.metric) for p in programs
-        ]
+        self.records = [ProgramRecord(p.pid, p.client, p.arrival, len(p.calls), p.misbehaving, p.metric)
+                        for p in self.programs]
         self.runs: dict[int, ProgramRun] = {}
-        self._events: list[tuple[float, int, int, Any]] = []
+        self._events: list[tuple[float, int, Event, Any]] = []
         self._seq = itertools.count()
         self.now = 0.0
         self.end = 0.0
         self.done_programs = 0
         self._completing: EngineWorker | None = None
-        self._version = [0] * cluster.dp  # of each worker's pending step-end event
-        self._started = [0.0] * cluster.dp  # start of each worker's current plan
+        self._version = [0] * spec.cluster.dp  # of each worker's pending step-end event
+        self._started = [0.0] * spec.cluster.dp  # start of each worker's current plan
         self.decode_plans: list[tuple[float, int, int]] = []  # (start, requests decoding, steps)
         self._literals: dict[int, tuple[tuple[int, ...], bytes]] = {}  # the workload's literal parts, packed
 
     # ---- event queue ----------------------------------------------------------------------------
-    def _push(self, t: float, kind: int, data: Any) -> None:
+    def _push(self, t: float, kind: Event, data: Any) -> None:
         heapq.heappush(self._events, (t, next(self._seq), kind, data))
 
     def run(self, progress: Progress | None = None) -> RunResult:
@@ -113,18 +117,18 @@ class Simulator:
     def _run(self, progress: Progress | None) -> RunResult:
         wall0 = time.perf_counter()
         for p in self.programs:
-            self._push(p.arrival, 0, p)
+            self._push(p.arrival, ARRIVAL, p)
         total = len(self.programs)
         while self._events:
             t, _, kind, data = heapq.heappop(self._events)
             if t > self.max_time:
                 break
             self.now = t
-            if kind != 2:
+            if kind is not FEEDBACK:
                 self.end = t  # feedback to the router is not work: it does not extend the run
-            if kind == 0:
+            if kind is ARRIVAL:
                 self._arrive(data)
-            elif kind == 1:
+            elif kind is STEP_END:
                 worker, version = data
                 if version == self._version[worker.index]:  # else the step was cut short
                     self._step_done(worker)
@@ -173,7 +177,7 @@ class Simulator:
         assert worker.plan is not None
         self._version[worker.index] += 1
         end = self._started[worker.index] + worker.plan.duration
-        self._push(end, 1, (worker, self._version[worker.index]))
+        self._push(end, STEP_END, (worker, self._version[worker.index]))
 
     # ---- step completion ---------------------------------------------------------------------------
     def _step_done(self, worker: EngineWorker) -> None:
@@ -197,12 +201,12 @@ class Simulator:
         budget = worker.formation.prefill_budget(self.now) if worker.formation is not None else None
         if budget is not None:  # FairBatching's report to the router (pab routes by it)
             idx = worker.index
-            self._push(self.now + self.cfg.feedback_delay, 2,
+            self._push(self.now + self.cfg.feedback_delay, FEEDBACK,
                        lambda: self.router.on_prefill_budget(idx, budget))
         if out.evicted:
             evs = out.evicted
             idx = worker.index
-            self._push(self.now + self.cfg.feedback_delay, 2, lambda: self._evicted(idx, evs))
+            self._push(self.now + self.cfg.feedback_delay, FEEDBACK, lambda: self._evicted(idx, evs))
         self._start(worker)
 
     def _account(self, worker: EngineWorker, out: StepOutcome) -> None:
@@ -225,7 +229,8 @@ class Simulator:
         rec = self.requests[req.rid]
         rec.finished, rec.generated = self.now, req.generated
         idx, client, n = worker.index, req.client, req.generated
-        self._push(self.now + self.cfg.feedback_delay, 2, lambda: self.router.on_finish(idx, client, n))
+        self._push(self.now + self.cfg.feedback_delay, FEEDBACK,
+                   lambda: self.router.on_finish(idx, client, n))
         run = self.runs[req.pid]
         for call in run.finish(req.call):
             self._dispatch(run, call)

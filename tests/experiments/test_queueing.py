@@ -1,16 +1,18 @@
-"""Queue figures of a run (sim/queueing.py): mean wait for admission and mean decode batch."""
+"""Queue figures of a run (experiments/queueing.py): mean wait for admission and mean decode batch."""
 
 from __future__ import annotations
 
 import pytest
 
+from sglang_fair.admission import AdmissionConfig
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.experiments.protocol import Protocol, queue_figures
+from sglang_fair.experiments.queueing import mean_decode_batch, mean_wait
 from sglang_fair.metrics import RequestRecord
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
-from sglang_fair.sim.protocol import Protocol, queue_figures
-from sglang_fair.sim.queueing import mean_decode_batch, mean_wait
 from sglang_fair.sim.simulator import Simulator
-from sglang_fair.workloads import WorkloadConfig, make_workload
+from sglang_fair.sim.spec import RunSpec
+from sglang_fair.workloads import WorkloadConfig
 
 
 def _req(rid: int, arrival: float, admitted: float) -> RequestRecord:
@@ -36,9 +38,9 @@ def test_mean_decode_batch_weighs_plans_by_steps() -> None:
 def _run(kv_tokens: int) -> dict[str, float | None]:
     wl = WorkloadConfig(workload="tot", scenario="s1", clients=4, rate=0.05, duration=60, seed=0,
                         synthetic_data=True)
-    res = Simulator(ClusterSimConfig(dp=1, policy="lpm", max_time=60.0),
-                    EngineConfig(preset="a10-llama8b", kv_tokens=kv_tokens),
-                    make_workload(wl, 1), horizon=60.0).run()
+    engine = EngineConfig(preset="a10-llama8b", kv_tokens=kv_tokens)
+    spec = RunSpec(wl, ClusterSimConfig(max_time=60.0), engine, AdmissionConfig(policy="lpm"))
+    res = Simulator(spec).run()
     assert res.decode_plans and all(n >= 1 and k >= 1 for _, n, k in res.decode_plans)
     return queue_figures(res, Protocol(duration=60.0, warmup=10.0, cooldown=10.0))
 

@@ -6,14 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from sglang_fair.sim.bench import bench
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.sim.config import ClusterSimConfig
+from sglang_fair.sim.spec import RunSpec
+from sglang_fair.speed.simulator import bench
 from sglang_fair.workloads import WorkloadConfig
 
 
 def test_bench_reports_speed() -> None:
     wl = WorkloadConfig(workload="tot", clients=2, rate=0.3, duration=4, depth=2, synthetic_data=True)
-    out = bench(wl, ClusterSimConfig(dp=2), EngineConfig())
+    out = bench(RunSpec(wl, ClusterSimConfig(dp=2)))
     assert out["requests"] > 0 and out["simulated_s"] > 0
     assert out["sim_requests_per_cpu_s"] > 0 and out["simulated_s_per_wall_s"] > 0
 
@@ -22,8 +23,8 @@ def test_render_writes_figures_and_generated_section(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from dataclasses import asdict
 
-    from sglang_fair.sim.paper_plots import BEGIN, END, render
-    from sglang_fair.sim.protocol import KEYS, Point
+    from sglang_fair.experiments.paper_plots import BEGIN, END, render
+    from sglang_fair.experiments.protocol import KEYS, Point
 
     def row(p: Point, seed: int, thr: float) -> dict:
         return {**asdict(p), "key": p.key(), "seed": seed, "rate": 0.5, "scheduler": p.scheduler,
@@ -51,8 +52,8 @@ def test_render_shows_the_queue_figures_of_fig1mem_only(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from dataclasses import asdict
 
-    from sglang_fair.sim.paper_plots import BEGIN, END, render
-    from sglang_fair.sim.protocol import KEYS, Point
+    from sglang_fair.experiments.paper_plots import BEGIN, END, render
+    from sglang_fair.experiments.protocol import KEYS, Point
 
     pts = {"fig1": [Point("tot", "s1", preset="a10-llama3b", policy="vtc")],
            "fig1mem": [Point("tot", "s1", preset="a10-llama8b", policy="vtc")]}
@@ -72,8 +73,8 @@ def test_render_orders_loads_and_splits_the_load_sweep_per_d(tmp_path: Path) -> 
     pytest.importorskip("matplotlib")
     from dataclasses import asdict
 
-    from sglang_fair.sim.paper_plots import BEGIN, END, render
-    from sglang_fair.sim.protocol import KEYS, Point
+    from sglang_fair.experiments.paper_plots import BEGIN, END, render
+    from sglang_fair.experiments.protocol import KEYS, Point
 
     pts = {"fig1": [Point("tot", "s1", policy="vtc", load=ld) for ld in ("above", "below")],
            "loads": [Point("qa", "s1", d, router="d2lpm", policy="dlpm", load=ld)
@@ -95,7 +96,7 @@ def test_render_orders_loads_and_splits_the_load_sweep_per_d(tmp_path: Path) -> 
 
 
 def test_scheduler_names_say_when_a_router_has_other_than_its_usual_workers() -> None:
-    from sglang_fair.sim.protocol import Point
+    from sglang_fair.experiments.protocol import Point
 
     names = [Point("tot", dp=2, router=r, policy=p).scheduler for r, p in (
         ("cache_aware", "lpm"), ("cache_aware", "dlpm_light"), ("fair_cache_aware", "dlpm_light"),

@@ -1,4 +1,4 @@
-"""Speed of the simulator itself: ``python -m sglang_fair.sim.bench [--dp 8 --duration 60 ...]``.
+"""Speed of the simulator itself: ``sglang-fair speed-sim [--dp 8 --duration 60 ...]``.
 
 Reports simulated requests (LLM calls) per CPU second, simulated seconds per wall second
 (the issue's target: at least 100x real time for D=8 Tree-of-Thoughts) and the time to build the
@@ -20,22 +20,27 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
+from sglang_fair.admission import AdmissionConfig
+from sglang_fair.routing import RouterConfig
+from sglang_fair.sim.config import ClusterSimConfig
 from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import WorkloadConfig, call_count, make_workload
 
 
-def bench(workload: WorkloadConfig, cluster: ClusterSimConfig, engine: EngineConfig) -> dict[str, Any]:
-    """Build and simulate one workload; return the speed figures."""
+def bench(spec: RunSpec) -> dict[str, Any]:
+    """Build and simulate the spec's workload; return the speed figures."""
+    workload, cluster = spec.workload, spec.cluster
+    assert workload is not None
     t0, c0 = time.perf_counter(), time.process_time()
-    programs = make_workload(workload, cluster.dp)
+    programs = spec.programs()
     t1, c1 = time.perf_counter(), time.process_time()
-    result = Simulator(cluster, engine, programs, horizon=workload.duration).run()
+    result = Simulator(spec, programs).run()
     t2, c2 = time.perf_counter(), time.process_time()
     calls = len(result.requests)  # dispatched (all of the workload unless cut by --max-time)
     return {
         "workload": workload.workload, "scenario": workload.scenario, "dp": cluster.dp,
-        "pair": f"{cluster.router}:{cluster.policy}", "programs": len(programs), "requests": calls,
+        "pair": spec.pair, "programs": len(programs), "requests": calls,
         "steps": result.steps, "simulated_s": round(result.end_time, 2),
         "build_wall_s": round(t1 - t0, 2), "sim_wall_s": round(t2 - t1, 2), "sim_cpu_s": round(c2 - c1, 2),
         "requests_per_cpu_s": round(calls / max(c2 - c1 + c1 - c0, 1e-9), 1),
@@ -54,8 +59,7 @@ def peak_rss_mb() -> float:
     return peak / (1 << 20) if sys.platform == "darwin" else peak / 1024
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__)
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", default="tot")
     p.add_argument("--scenario", default="none")
     p.add_argument("--dp", type=int, default=8)
@@ -68,17 +72,33 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--requests", default="", help="comma-separated request counts (sizes the duration)")
     p.add_argument("--max-time", type=float, default=0.0,
                    help="stop at this simulated time (sustained load: = --duration); 0 = run to the end")
-    args = p.parse_args(argv)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = subparsers.add_parser("speed-sim", help="speed of the simulator itself", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
     workload = WorkloadConfig(workload=args.workload, scenario=args.scenario, clients=args.clients,
                               rate=args.rate, duration=args.duration, source=args.source)
-    cluster = ClusterSimConfig(dp=args.dp, router=args.router, policy=args.policy, max_time=args.max_time)
+    spec = RunSpec(workload, ClusterSimConfig(dp=args.dp, max_time=args.max_time),
+                   routing=RouterConfig(policy=args.router), admission=AdmissionConfig(policy=args.policy))
     if not args.requests:
-        print(json.dumps(bench(workload, cluster, EngineConfig()), indent=2))
+        print(json.dumps(bench(spec), indent=2))
         return 0
-    per_s = call_count(make_workload(replace(workload, duration=60.0), cluster.dp)) / 60.0
+    per_s = call_count(make_workload(replace(workload, duration=60.0), args.dp)) / 60.0
     for n in (int(x) for x in args.requests.split(",")):
-        sized = replace(workload, duration=round(n / per_s, 1))
-        print(json.dumps({"target_requests": n, **bench(sized, cluster, EngineConfig())}), flush=True)
+        sized = replace(spec, workload=replace(workload, duration=round(n / per_s, 1)))
+        print(json.dumps({"target_requests": n, **bench(sized)}), flush=True)
     return 0
 
 

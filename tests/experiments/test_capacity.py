@@ -1,12 +1,12 @@
-"""The capacity finder against hand-checkable queues (sim/capacity.py)."""
+"""The capacity finder against hand-checkable queues (experiments/capacity.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.experiments.capacity import CapacitySearch, backlog_growth, find_capacity
 from sglang_fair.metrics.ledger import ProgramRecord, RequestRecord
-from sglang_fair.sim.capacity import CapacitySearch, backlog_growth, find_capacity
 
 
 def _fifo(rate: float, service: float, duration: float, calls: int = 1

@@ -4,7 +4,7 @@ A :class:`Point` is one configuration (workload, scenario, D, preset, scheduler,
 :func:`run_point` simulates it for one seed with arrivals sustained for ``Protocol.duration`` seconds
 and takes every metric over the steady-state window ``[warmup, duration]`` (latency over the programs
 arriving in ``[warmup, duration - cooldown]``). Loads are multiples of the capacity measured by
-:mod:`sglang_fair.sim.capacity` with the reference scheduler (RR+LPM) for the point's
+:mod:`sglang_fair.experiments.capacity` with the reference scheduler (RR+LPM) for the point's
 :meth:`Point.combo`; :func:`measure_capacity` does that. :func:`aggregate` turns seeds into mean,
 min and max.
 """
@@ -18,14 +18,15 @@ from typing import Any
 
 from sglang_fair.admission import ADMISSION_POLICIES, AdmissionConfig
 from sglang_fair.core.cost import CostModel
+from sglang_fair.experiments.capacity import CapacitySearch, backlog_growth, find_capacity
+from sglang_fair.experiments.queueing import mean_decode_batch, mean_wait
 from sglang_fair.metrics import MetricsConfig, summarize_windows
 from sglang_fair.routing import RouterConfig
-from sglang_fair.sim.capacity import CapacitySearch, backlog_growth, find_capacity
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
-from sglang_fair.sim.queueing import mean_decode_batch, mean_wait
 from sglang_fair.sim.simulator import Simulator
+from sglang_fair.sim.spec import RunSpec
 from sglang_fair.sim.steptime import preset
-from sglang_fair.workloads import WorkloadConfig, make_workload
+from sglang_fair.workloads import WorkloadConfig
 
 LOADS = {"below": 0.7, "near": 1.0, "above": 1.2}
 KEYS = ("throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",
@@ -99,13 +100,13 @@ def _workload(point: Point, total_rate: float, duration: float, seed: int) -> Wo
 
 def simulate(point: Point, total_rate: float, duration: float, seed: int) -> Any:
     """One run stopped at ``duration`` (arrivals go on until then); returns the RunResult."""
-    cluster = ClusterSimConfig(dp=point.dp, router=point.router if point.dp > 1 else "round_robin",
-                               policy=point.policy, max_time=duration)
-    admission = AdmissionConfig(quantum=point.q_u) if point.q_u else AdmissionConfig()
-    routing = RouterConfig(quantum=point.q_w) if point.q_w else RouterConfig()
-    programs = make_workload(_workload(point, total_rate, duration, seed), point.dp)
-    return Simulator(cluster, EngineConfig(preset=point.preset), programs, horizon=duration,
-                     admission=admission, routing=routing).run()
+    router = point.router if point.dp > 1 else "round_robin"
+    spec = RunSpec(workload=_workload(point, total_rate, duration, seed),
+                   cluster=ClusterSimConfig(dp=point.dp, max_time=duration),
+                   engine=EngineConfig(preset=point.preset),
+                   admission=AdmissionConfig(policy=point.policy, quantum=point.q_u),
+                   routing=RouterConfig(policy=router, quantum=point.q_w or RouterConfig.quantum))
+    return Simulator(spec).run()
 
 
 def measure_capacity(point: Point, proto: Protocol, start: float,
@@ -163,7 +164,7 @@ def theorem_5_1_bound(point: Point, res: Any) -> float:
 
 def queue_figures(res: Any, proto: Protocol) -> dict[str, float | None]:
     """Mean wait for admission of the calls dispatched in the latency window (unadmitted ones until
-    the end) and mean decode batch over the metrics window (:mod:`sglang_fair.sim.queueing`)."""
+    the end) and mean decode batch over the metrics window (:mod:`sglang_fair.experiments.queueing`)."""
     wait = mean_wait(res.requests, proto.warmup, proto.duration - proto.cooldown, res.end_time)
     batch = mean_decode_batch(res.decode_plans, proto.warmup, proto.duration)
     return {"mean_wait_s": None if wait is None else round(wait, 3),

@@ -1,9 +1,9 @@
 """Figures and tables of ``scripts/reproduce_paper.py`` (needs matplotlib: the ``sim`` extra).
 
-``render(results, out)`` draws docs/img/fig*.png from results/results.json (every run of the protocol,
-:mod:`sglang_fair.sim.protocol`) and rewrites the generated section of ``out/results_tables.md`` (between
-the BEGIN/END GENERATED markers). Every point is the mean over its seeds; error bars and the
-brackets in the tables are the seeds' min-max.
+``render(results, out)`` draws docs/img/fig*.png from results/results.json (every run of the
+protocol, :mod:`sglang_fair.experiments.protocol`) and rewrites the generated section of
+``out/results_tables.md`` (between the BEGIN/END GENERATED markers). Every point is the mean over
+its seeds; error bars and the brackets in the tables are the seeds' min-max.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.experiments.protocol import LOADS, aggregate
 from sglang_fair.routing import RouterConfig
-from sglang_fair.sim.protocol import LOADS, aggregate
 
 BEGIN, END = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
 COLORS = {"RR+LPM": "C1", "LPM": "C1", "Preble": "C2", "Cache-aware": "C5", "VTC": "C3", "D²LPM": "C0",
