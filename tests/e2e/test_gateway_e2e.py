@@ -74,6 +74,8 @@ def test_chat_and_generate_through_the_gateway(cluster: dict[str, str]) -> None:
     assert status == 200, raw
     answer = json.loads(raw)
     assert answer["usage"]["completion_tokens"] == 4
+    status, raw = post(cluster["b"] + "/tokenize", chat)  # what the gateway keys the tree with
+    assert status == 200 and json.loads(raw)["count"] == answer["usage"]["prompt_tokens"], raw
     assert isinstance(answer["choices"][0]["message"]["content"], str)
     status, raw = post(cluster["gateway"] + "/v1/chat/completions", {**chat, "n": 2}, KEY)
     assert status == 200 and len(json.loads(raw)["choices"]) == 2, raw
@@ -84,7 +86,10 @@ def test_chat_and_generate_through_the_gateway(cluster: dict[str, str]) -> None:
     assert "".join(chunks), events
     generate = {"text": "once upon", "sampling_params": {"max_new_tokens": 3, "ignore_eos": True}}
     status, raw = post(cluster["gateway"] + "/generate", generate, KEY)
-    assert status == 200 and json.loads(raw)["meta_info"]["completion_tokens"] == 3, raw
+    meta = json.loads(raw)["meta_info"]
+    assert status == 200 and meta["completion_tokens"] == 3, raw
+    status, raw = post(cluster["a"] + "/tokenize", {"prompt": generate["text"]})
+    assert status == 200 and json.loads(raw)["count"] == meta["prompt_tokens"], raw
 
 
 def test_requests_reach_every_worker_of_both_servers_as_their_client(cluster: dict[str, str]) -> None:
