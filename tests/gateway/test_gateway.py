@@ -218,3 +218,24 @@ def test_a_server_gone_after_discovery_is_a_502_and_frees_the_queue() -> None:
         server.should_exit = True
         await task
     run(scenario)
+
+
+def test_a_client_that_leaves_mid_stream_ends_the_relay_and_frees_the_queue() -> None:
+    hold = threading.Event()
+    with Running(FakeSGLang(hold=hold)) as urls:
+        async def scenario() -> None:
+            async with gateway_at(config(urls)) as (url, gateway):
+                body = {**CHAT, "stream": True, "max_tokens": 50}
+                async with aiohttp.ClientSession() as s:
+                    resp = await s.post(url + "/v1/chat/completions", json=body)
+                    await asyncio.wait_for(resp.content.readuntil(b"\n\n"), 5)
+                    resp.close()  # the client goes away while the server still streams
+                assert gateway.router.policy.queue == [1]
+                hold.set()
+                for _ in range(100):
+                    if gateway.router.policy.queue == [0]:
+                        break
+                    await asyncio.sleep(0.05)
+                assert gateway.router.policy.queue == [0]
+                assert gateway.router.state()["workers"][0]["finished"] == 1
+        run(scenario)

@@ -88,8 +88,7 @@ class Gateway:
             self.router.finish(ticket, 0)
             return error(502, "BadGateway", f"worker {ticket.worker.index} unreachable: {err}")
         if body.get("stream") and resp.status == 200:
-            return StreamingResponse(self._stream(resp, ticket), status_code=200,
-                                     media_type=resp.headers.get("content-type", "text/event-stream"))
+            return RelayedStream(Relay(resp, ticket, self.router))
         return await self._whole(resp, ticket)
 
     async def _whole(self, resp: aiohttp.ClientResponse, ticket: Ticket) -> Response:
@@ -108,21 +107,54 @@ class Gateway:
         return Response(data, status_code=resp.status,
                         media_type=resp.headers.get("content-type", "application/json"))
 
-    async def _stream(self, resp: aiohttp.ClientResponse, ticket: Ticket) -> AsyncIterator[bytes]:
-        counter, complete = StreamCounter(), False
+
+class Relay:
+    """One streamed response on its way from a server to a client. :meth:`close` (idempotent) ends it:
+    the server's connection is released (dropped when the stream did not end, so the server aborts the
+    request) and the policy hears the finish with the output tokens relayed."""
+
+    def __init__(self, resp: aiohttp.ClientResponse, ticket: Ticket, router: GatewayRouter) -> None:
+        self.resp, self.ticket, self.router = resp, ticket, router
+        self.counter = StreamCounter()
+        self.complete = self.closed = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The server's bytes, each as soon as it arrives."""
         try:
-            async for chunk in resp.content.iter_any():
-                counter.feed(chunk)
+            async for chunk in self.resp.content.iter_any():
+                self.counter.feed(chunk)
                 yield chunk
-            complete = True
+            self.complete = True
         except (aiohttp.ClientError, TimeoutError) as err:
-            logger.warning("worker %d broke off a stream: %s", ticket.worker.index, err)
+            logger.warning("worker %d broke off a stream: %s", self.ticket.worker.index, err)
         finally:
-            if complete:
-                resp.release()
-            else:
-                resp.close()  # the client left (or the server broke off): drop the connection, so it aborts
-            self.router.finish(ticket, counter.tokens)
+            self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.complete:
+            self.resp.release()
+        else:
+            self.resp.close()
+        self.router.finish(self.ticket, self.counter.tokens)
+
+
+class RelayedStream(StreamingResponse):
+    """A streaming response that closes its :class:`Relay` however it ends (also when the client left
+    before the first chunk, when the relay's generator never ran)."""
+
+    def __init__(self, relay: Relay) -> None:
+        super().__init__(relay.chunks(), status_code=200,
+                         media_type=relay.resp.headers.get("content-type", "text/event-stream"))
+        self.relay = relay
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.relay.close()
 
 
 def pinned(body: dict[str, Any], ticket: Ticket) -> bytes:
