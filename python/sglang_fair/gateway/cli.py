@@ -18,7 +18,10 @@ def register(subparsers: Any) -> None:
     """Add the ``gateway`` subcommand."""
     parser = subparsers.add_parser(
         "gateway", help="one endpoint routing over several sglang-fair servers",
-        description=__doc__.splitlines()[0], allow_abbrev=False,
+        description="One OpenAI-compatible endpoint in front of several sglang-fair serve instances: "
+                    "every request goes to a (server, DP rank) chosen by one routing policy over all "
+                    "their workers.",
+        allow_abbrev=False,
     )
     add_gateway_flags(parser)
     parser.set_defaults(func=run)
