@@ -39,6 +39,7 @@ class FakeSGLang:
     dp_size: int = 1
     calls: list[Call] = field(default_factory=list)
     hold: threading.Event | None = None  # set by the test to let a held stream go on
+    refuse: int = 0  # answer every relayed request with this status (and Retry-After: 1)
 
     def relayed(self) -> list[Call]:
         return [c for c in self.calls if c.path not in ("/server_info", "/tokenize")]
@@ -62,6 +63,9 @@ class FakeSGLang:
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         body = await self._record(request)
+        if self.refuse:
+            return web.json_response({"object": "error", "code": self.refuse}, status=self.refuse,
+                                     headers={"Retry-After": "1"})
         n = int(body.get("max_tokens") or body.get("sampling_params", {}).get("max_new_tokens") or 3)
         if request.path == "/generate":
             events = [{"text": "x" * (i + 1), "meta_info": {"completion_tokens": i + 1}} for i in range(n)]

@@ -239,3 +239,16 @@ def test_a_client_that_leaves_mid_stream_ends_the_relay_and_frees_the_queue() ->
                 assert gateway.router.policy.queue == [0]
                 assert gateway.router.state()["workers"][0]["finished"] == 1
         run(scenario)
+
+
+def test_a_servers_refusal_is_relayed_with_its_retry_after() -> None:
+    with Running(FakeSGLang(refuse=429)) as urls:
+        async def scenario() -> None:
+            async with gateway_at(config(urls)) as (url, gateway):
+                for stream in (False, True):
+                    async with aiohttp.ClientSession() as s, s.post(
+                            url + "/v1/chat/completions", json={**CHAT, "stream": stream}) as resp:
+                        assert resp.status == 429 and resp.headers["retry-after"] == "1"
+                        assert (await resp.json())["code"] == 429
+                assert gateway.router.policy.queue == [0]
+        run(scenario)

@@ -36,6 +36,7 @@ from sglang_fair.sglang_plugin.identity import Unauthorized, resolve_client
 
 logger = logging.getLogger("sglang_fair.gateway")
 RELAYED = (CHAT, COMPLETIONS, GENERATE)
+RELAYED_HEADERS = frozenset({"retry-after"})  # of a server's answer, besides its content type
 
 
 def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -104,7 +105,8 @@ class Gateway:
         finally:
             resp.release()
             self.router.finish(ticket, produced)
-        return Response(data, status_code=resp.status,
+        kept = {k: v for k, v in resp.headers.items() if k.lower() in RELAYED_HEADERS}
+        return Response(data, status_code=resp.status, headers=kept,
                         media_type=resp.headers.get("content-type", "application/json"))
 
 
