@@ -59,7 +59,7 @@ def test_image_installs_a_complete_package(dockerfile: Path, tmp_path: Path) -> 
     assert set(SERVE_MODULES) <= set(modules)
     needs = report["needs_extra"]
     assert isinstance(needs, dict)
-    assert set(needs) <= {"bench"}, needs  # only the load generator needs an extra (aiohttp)
+    assert set(needs) <= {"bench", "gateway"}, needs  # only the load generator and the gateway need extras
     for argv in (["serve", "--help"], ["router", "--help"]):
         done = env.console_script(*argv)
         assert done.returncode == 0, done.stderr[-2000:]

@@ -24,7 +24,7 @@ def test_missing_subcommand_module_fails_loudly(monkeypatch: pytest.MonkeyPatch,
 def test_complete_install_builds_every_subcommand() -> None:
     parser = cli.build_parser()
     (sub,) = [a for a in parser._actions if a.dest == "command"]
-    assert {"serve", "router", "sim", "bench", "demo"} <= set(sub.choices or {})
+    assert {"serve", "router", "sim", "bench", "demo", "gateway"} <= set(sub.choices or {})
 
 
 def _module(tmp_path: Path, source: str) -> object:

@@ -23,6 +23,7 @@ from sglang_fair.batching import BatchingConfig
 from sglang_fair.core.cost import CostModel, parse_weights
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
+from sglang_fair.sglang_plugin.gateway_trust import GatewayToken, load_token_file
 from sglang_fair.sglang_plugin.keys import KeyTable, load_key_file
 
 ENV_CONFIG = "SGLANG_FAIR_CONFIG"
@@ -40,10 +41,10 @@ BATCHING_SKIP = ("offset", "offset_high", "memory_threshold", "max_active", "dec
 class FairConfig:
     """What ``sglang-fair serve`` adds to SGLang's flags, over the core's own configs: Q^u
     (``--fair-quantum``, :class:`AdmissionConfig`), the cost (``--w-e``, ``--w-q``,
-    ``--client-weights``, :class:`CostModel`), and client identity (``--client-keys``,
-    ``--client-header``), and batch formation (``--batch-policy fairbatching``: the time-budget
-chunk sizing of ``chunk_sizer.py``, :class:`BatchingConfig`). The admission policy's name is
-SGLang's ``--schedule-policy``."""
+    ``--client-weights``, :class:`CostModel`), client identity (``--client-keys``,
+    ``--client-header``), the trusted gateway (``--gateway-token-file``), and batch formation
+    (``--batch-policy fairbatching``: the time-budget chunk sizing of ``chunk_sizer.py``,
+    :class:`BatchingConfig`). The admission policy's name is SGLang's ``--schedule-policy``."""
 
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     batching: BatchingConfig = field(default_factory=BatchingConfig)
@@ -67,7 +68,13 @@ SGLang's ``--schedule-policy``."""
     max_body_bytes: int = field(
         default=16 << 20, metadata={"help": "largest HTTP request body; larger ones get 413 before they are "
                                            "read (0: no limit)"})
+    gateway_token_file: str = field(
+        default="", metadata={"help": "file whose first line is the token of the gateway this server trusts: "
+                                      "only requests carrying it may pin a data-parallel rank "
+                                      "(routed_dp_rank) or name their client by header despite "
+                                      "--client-keys; others pinning a rank get 403"})
     key_table: KeyTable = field(default_factory=KeyTable)
+    gateway_token: GatewayToken = field(default_factory=GatewayToken)
 
     def __post_init__(self) -> None:
         require(bool(self.client_header.strip()), "--client-header must not be empty")
@@ -146,8 +153,10 @@ def build_config(values: Mapping[str, Any]) -> FairConfig:
         args.client_weights = parse_weights(args.client_weights)
     admission = from_flags(AdmissionConfig, args, cost=from_flags(CostModel, args))
     path = str(getattr(args, "client_keys", "") or "")
+    token_path = str(getattr(args, "gateway_token_file", "") or "")
     return from_flags(FairConfig, args, admission=admission, batching=from_flags(BatchingConfig, args),
-                      key_table=load_key_file(path) if path else KeyTable())
+                      key_table=load_key_file(path) if path else KeyTable(),
+                      gateway_token=load_token_file(token_path) if token_path else GatewayToken())
 
 
 def config_from_env(environ: Mapping[str, str] | None = None) -> FairConfig:

@@ -8,7 +8,8 @@ from typing import Any
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_from_env
 from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
-from sglang_fair.sglang_plugin.identity import SCOPE_KEY, ClientIdentityMiddleware, resolve_hosts
+from sglang_fair.sglang_plugin.gateway_trust import PinnedRankMiddleware
+from sglang_fair.sglang_plugin.identity import SCOPE_KEY, ClientIdentityMiddleware, is_trusted, resolve_hosts
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
 from sglang_fair.sglang_plugin.request_slo import carry, with_request_slo
 from sglang_fair.sglang_plugin.router_link import link_from_env
@@ -51,6 +52,12 @@ def check_edge(server_args: Any, config: FairConfig, router: bool) -> None:
     if bad:
         raise ConfigError("client identity (a fair policy, --client-keys or the router) does not support "
                           + "; ".join(bad))
+
+
+def pins_guarded(config: FairConfig, router: bool) -> bool:
+    """Is a pinned data-parallel rank reserved to the trusted gateway? With the global router (a pin
+    would pass it) or a gateway token; otherwise a pin is SGLang's own feature, untouched."""
+    return router or config.gateway_token.enabled
 
 
 def fairness_view(everything: dict[str, Any], client: str | None, config: FairConfig) -> dict[str, Any]:
@@ -97,6 +104,8 @@ def install_http(*args: Any, **kwargs: Any) -> None:
         )
         logger.info("sglang-fair: client identity (%s) installed",
                     "API keys" if config.key_table.enabled else f"header {config.client_header}")
+    if pins_guarded(config, router):
+        app.add_middleware(PinnedRankMiddleware, token=config.gateway_token)  # runs before identity
     app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=config.max_body_bytes)  # outermost: first
     return None
 
@@ -107,22 +116,26 @@ def generate_request(
     """AROUND ``TokenizerManager.generate_request``: the edge's client becomes ``obj.routing_key``.
 
     Whatever the body or the ``x-smg-routing-key`` header said is overwritten, so a client cannot
-    pick its own identity when keys are configured. When the global router routes, a client's
-    ``routed_dp_rank`` (which would pick a worker past the router) is refused with 400, and so is
-    ``n`` above :data:`MAX_SAMPLES` (SGLang expands the batch ``n`` times first: ``n`` = 10^12 was a
-    MemoryError and a 500, a smaller huge ``n`` exhausts the server's memory). A body's per-request
-    ``slo`` is checked and carried to the scheduler (``request_slo.py``).
+    pick its own identity when keys are configured. When the global router routes or a gateway token
+    is configured, a ``routed_dp_rank`` from a caller without the gateway's token (which would pick a
+    worker past the router) is refused with 400 (``PinnedRankMiddleware`` answers the ordinary
+    spellings with 403 before this), and so is ``n`` above :data:`MAX_SAMPLES` (SGLang expands the
+    batch ``n`` times first: ``n`` = 10^12 was a MemoryError and a 500, a smaller huge ``n`` exhausts
+    the server's memory). A body's per-request ``slo`` is checked and carried to the scheduler
+    (``request_slo.py``).
     """
     if (shape := sampling_params_error(obj)) is not None:
         raise ValueError(shape)
-    client = ((getattr(request, "scope", None) or {}).get("state") or {}).get(SCOPE_KEY)
+    scope = getattr(request, "scope", None)
+    client = ((scope or {}).get("state") or {}).get(SCOPE_KEY)
     if client:
         obj.routing_key = client
         samples = sample_count(obj)
         if samples > MAX_SAMPLES:
             raise ValueError(f"n must be at most {MAX_SAMPLES}, got {samples}")
-        if getattr(obj, "routed_dp_rank", None) is not None and link_from_env() is not None:
-            raise ValueError("routed_dp_rank is not accepted here: the global router picks the worker")
+    if (scope is not None and getattr(obj, "routed_dp_rank", None) is not None and not is_trusted(scope)
+            and pins_guarded(config_from_env(), link_from_env() is not None)):
+        raise ValueError("routed_dp_rank is not accepted here: only a trusted gateway may pin a worker")
     gen = original(self, obj, request, *args, **kwargs)
     if not hasattr(obj, "sampling_params"):  # an embedding request
         return gen

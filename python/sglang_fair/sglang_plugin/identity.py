@@ -20,6 +20,7 @@ from sglang_fair.sglang_plugin.keys import KeyTable
 
 DEFAULT_CLIENT = "default"
 SCOPE_KEY = "sglang_fair_client"
+TRUST_KEY = "sglang_fair_gateway"  # set by gateway_trust.PinnedRankMiddleware
 OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/fairness"})
 CLIENT_LISTING_PATHS = frozenset({"/metrics", "/fairness"})  # need a key when keys are configured
 WARMUP_CLIENT = "__warmup__"
@@ -46,15 +47,20 @@ def bearer_key(headers: Mapping[str, str]) -> str | None:
 
 
 def resolve_client(
-    headers: Mapping[str, str], body_user: object, keys: KeyTable, header: str
+    headers: Mapping[str, str], body_user: object, keys: KeyTable, header: str, gateway: bool = False
 ) -> str:
-    """The client of one request (``headers`` lower-cased). Raises :class:`Unauthorized`."""
+    """The client of one request (``headers`` lower-cased). Raises :class:`Unauthorized`.
+
+    ``gateway``: the request comes from a trusted gateway (``gateway_trust.py``), which checked the
+    client's key itself; the client it names in ``header`` is taken even when keys are configured."""
+    named = headers.get(header.lower(), "").strip()
+    if gateway and named:
+        return named[:MAX_CLIENT_LEN]
     if keys.enabled:
         key = bearer_key(headers)
         if key is None or key not in keys.clients:
             raise Unauthorized("missing API key" if key is None else "unknown API key")
         return keys.clients[key]
-    named = headers.get(header.lower(), "").strip()
     if named:
         return named[:MAX_CLIENT_LEN]
     if isinstance(body_user, str) and body_user.strip():
@@ -69,6 +75,12 @@ def body_user_field(body: bytes) -> object:
     except (ValueError, UnicodeDecodeError):
         return None
     return data.get("user") if isinstance(data, dict) else None
+
+
+def is_trusted(scope: Mapping[str, Any] | None) -> bool:
+    """Did ``gateway_trust.PinnedRankMiddleware`` find the gateway's token on this request?"""
+    state = (scope or {}).get("state")
+    return isinstance(state, Mapping) and state.get(TRUST_KEY) is True
 
 
 class ClientIdentityMiddleware:
@@ -97,10 +109,10 @@ class ClientIdentityMiddleware:
         body_user: object = None
         if (kind == "http" and not self.keys.enabled and self.header.lower() not in headers
                 and scope.get("method") == "POST"):
-            body, receive = await _buffer_body(receive)
+            body, receive = await buffer_body(receive)
             body_user = body_user_field(body)
         try:
-            client = resolve_client(headers, body_user, self.keys, self.header)
+            client = resolve_client(headers, body_user, self.keys, self.header, is_trusted(scope))
         except Unauthorized as err:
             if not (self.warmup_open() and (scope.get("client") or ("", 0))[0] in self.local_hosts):
                 await (_send_401(send, str(err)) if kind == "http" else _refuse_websocket(send))
@@ -146,7 +158,7 @@ async def _refuse_websocket(send: Send) -> None:
     await send({"type": "websocket.close", "code": 1008, "reason": "missing or unknown API key"})
 
 
-async def _buffer_body(receive: Receive) -> tuple[bytes, Receive]:
+async def buffer_body(receive: Receive) -> tuple[bytes, Receive]:
     """Read the whole request body and return it with a ``receive`` that replays it."""
     chunks: list[bytes] = []
     more = True

@@ -1,0 +1,99 @@
+"""The gateway's configuration: one frozen :class:`GatewayConfig`, validated once, flags derived from it.
+
+``--worker-urls`` names the servers; the routing policy and its knobs are the router's own
+``--router-...`` flags (:class:`RouterConfig`; the worker count comes from discovery), the cost the
+``--w-e``/``--w-q``/``--client-weights`` of :class:`CostModel`, and client identity the same
+``--client-keys``/``--client-header`` as ``serve``, so one key file serves both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from sglang_fair.core.cost import CostModel
+from sglang_fair.core.errors import ConfigError, require
+from sglang_fair.core.flags import add_flags, from_flags
+from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
+from sglang_fair.sglang_plugin.gateway_trust import GatewayToken, load_token_file
+from sglang_fair.sglang_plugin.keys import KeyTable, load_key_file
+
+ROUTER_FILLED_IN = ("num_workers",)  # from discovery
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    """What ``sglang-fair gateway`` takes: the servers, where to listen, identity, trust, routing."""
+
+    worker_urls: str = field(default="", metadata={
+        "help": "comma-separated base URLs of the sglang-fair serve instances (http://HOST:PORT,...)"})
+    host: str = field(default="127.0.0.1", metadata={"help": "address to listen on"})
+    port: int = field(default=30080, metadata={"help": "port to listen on"})
+    client_keys: str = field(default="", metadata={
+        "help": "file of 'API_KEY CLIENT [WEIGHT]' lines (the same file as serve's); enables 401"})
+    client_header: str = field(default="X-Client-Id", metadata={
+        "help": "HTTP header naming the client without keys; the gateway names the client to the servers "
+                "in the same header"})
+    gateway_token_file: str = field(default="", metadata={
+        "help": "the token the servers trust (their --gateway-token-file), sent with every request"})
+    discovery_timeout: float = field(default=30.0, metadata={
+        "help": "seconds to wait for each server's /server_info at start-up"})
+    request_timeout: float = field(default=600.0, metadata={
+        "help": "seconds a server may stay silent during one request before the gateway gives up"})
+    router: RouterConfig = field(default_factory=RouterConfig)
+    key_table: KeyTable = field(default_factory=KeyTable)
+    token: GatewayToken = field(default_factory=GatewayToken)
+
+    def __post_init__(self) -> None:
+        urls = self.urls()
+        require(bool(urls), "--worker-urls: give at least one server URL (http://HOST:PORT)")
+        for url in urls:
+            parts = urlsplit(url)
+            require(parts.scheme in ("http", "https") and bool(parts.netloc) and parts.path in ("", "/"),
+                    f"--worker-urls: {url!r} is not a server base URL (http://HOST:PORT)")
+        require(len(set(urls)) == len(urls), "--worker-urls: a server is listed twice")
+        require(0 < self.port < 65536, f"--port must be in 1..65535, got {self.port}")
+        require(bool(self.client_header.strip()), "--client-header must not be empty")
+        require(self.discovery_timeout > 0, "--discovery-timeout must be > 0")
+        require(self.request_timeout > 0, "--request-timeout must be > 0")
+        require(self.router.policy in ROUTING_POLICIES.names(),
+                f"--router-policy {self.router.policy!r}: known {', '.join(ROUTING_POLICIES.names())}")
+
+    def urls(self) -> tuple[str, ...]:
+        """The servers' base URLs, without a trailing slash, in the order given."""
+        return tuple(u.strip().rstrip("/") for u in self.worker_urls.split(",") if u.strip())
+
+    def routing(self, num_workers: int) -> RouterConfig:
+        """The routing policy's config for ``num_workers`` workers, with every client's weight."""
+        return dataclasses.replace(self.router, num_workers=num_workers, cost=self.cost())
+
+    def cost(self) -> CostModel:
+        """The cost model with the weights of ``--client-weights`` and the key file (a conflict: error)."""
+        weights = dict(self.router.cost.client_weights)
+        for client, weight in self.key_table.weights.items():
+            if weights.get(client, weight) != weight:
+                raise ConfigError(f"client {client!r}: weight {weights[client]} in --client-weights "
+                                  f"conflicts with weight {weight} in --client-keys")
+            weights[client] = weight
+        return dataclasses.replace(self.router.cost, client_weights=weights)
+
+
+def add_gateway_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags of :class:`GatewayConfig`, the routing policy's and the cost model's."""
+    add_flags(parser, GatewayConfig)
+    add_flags(parser, RouterConfig, skip=ROUTER_FILLED_IN)
+    add_flags(parser, CostModel)
+
+
+def gateway_config(args: argparse.Namespace) -> GatewayConfig:
+    """Build and validate the config from the parsed flags (reads the key and token files)."""
+    router = from_flags(RouterConfig, args, cost=from_flags(CostModel, args))
+    keys = str(getattr(args, "client_keys", "") or "")
+    token = str(getattr(args, "gateway_token_file", "") or "")
+    config = from_flags(GatewayConfig, args, router=router,
+                        key_table=load_key_file(keys) if keys else KeyTable(),
+                        token=load_token_file(token) if token else GatewayToken())
+    config.cost()  # a weight conflict is an error at once
+    return config

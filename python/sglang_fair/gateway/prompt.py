@@ -1,0 +1,64 @@
+"""The token ids a request's prompt is, as the server will see them (the global tree is keyed by them).
+
+Exact and cheap: the gateway asks a server's own ``/tokenize`` (SGLang 0.5.23,
+``entrypoints/openai/serving_tokenize.py``), which encodes a ``prompt`` with the server's tokenizer
+and renders ``messages`` through the same ``OpenAIServingChat`` path (chat template, tools,
+``chat_template_kwargs``) as a chat completion. Token ids a request already carries (``input_ids``,
+a completion's token prompt) are used as they are. One extra round trip per text request; no
+tokenizer is loaded in the gateway. A batch is routed on its first prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+CHAT, COMPLETIONS, GENERATE = "/v1/chat/completions", "/v1/completions", "/generate"
+PIN_FIELDS = ("routed_dp_rank", "data_parallel_rank")
+NOT_TOKENIZED = (*PIN_FIELDS, "prompt", "stream", "stream_options")  # /tokenize refuses streaming (501)
+
+TokenSource = list[int] | dict[str, Any] | None  # ids as they are, a /tokenize body, or nothing
+
+
+def _first(prompt: Any) -> str | list[int] | None:
+    """One prompt of a (possibly batched) ``prompt``/``text``/``input_ids`` value."""
+    if isinstance(prompt, str):
+        return prompt
+    if isinstance(prompt, list) and prompt:
+        if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+            return prompt
+        return _first(prompt[0])
+    return None
+
+
+def token_source(path: str, body: dict[str, Any]) -> TokenSource:
+    """What gives the prompt's token ids for a request on ``path`` with JSON ``body``."""
+    if path == CHAT:
+        messages = body.get("messages")
+        if not isinstance(messages, list):
+            return None
+        return {k: v for k, v in body.items() if k not in NOT_TOKENIZED}
+    if path == COMPLETIONS:
+        prompt = _first(body.get("prompt"))
+    elif path == GENERATE:
+        ids = body.get("input_ids")
+        prompt = _first(ids) if ids is not None else _first(body.get("text"))
+    else:
+        return None
+    return {"prompt": prompt} if isinstance(prompt, str) else prompt
+
+
+async def prompt_tokens(source: TokenSource,
+                        tokenize: Callable[[dict[str, Any]], Awaitable[Any]]) -> list[int]:
+    """The token ids of ``source``; ``tokenize(body)`` is a server's ``/tokenize`` answer. A prompt the
+    server cannot tokenize routes on no tokens (the server then answers the request's real error)."""
+    if source is None or isinstance(source, list):
+        return list(source or [])
+    try:
+        answer = await tokenize(source)
+    except OSError:
+        return []
+    ids = answer.get("tokens") if isinstance(answer, dict) else None
+    if isinstance(ids, list) and ids and isinstance(ids[0], list):
+        ids = ids[0]
+    return [t for t in ids if isinstance(t, int)] if isinstance(ids, list) else []

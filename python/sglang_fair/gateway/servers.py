@@ -1,0 +1,106 @@
+"""The servers behind the gateway and their workers: what each URL serves, and the global worker table.
+
+A server is discovered from its URL alone: ``GET /server_info`` (SGLang's resolved server arguments)
+gives its ``served_model_name`` and ``dp_size``. Every server must serve the same model; the gateway
+numbers all their data-parallel workers 0..W-1 (server by server, in the order of ``--worker-urls``,
+rank by rank), and the routing policy sees only those global indices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_fair.core.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """One ``sglang-fair serve`` instance: its base URL, the model it serves, its DP size."""
+
+    url: str
+    model: str
+    dp_size: int
+
+
+@dataclass(frozen=True)
+class Worker:
+    """Global worker ``index``: rank ``rank`` of ``server``."""
+
+    index: int
+    server: ServerInfo
+    rank: int
+
+    def pinned_rank(self) -> int | None:
+        """The ``routed_dp_rank`` to send (None for a server with one rank: SGLang ignores it there)."""
+        return self.rank if self.server.dp_size > 1 else None
+
+
+class WorkerTable:
+    """Global worker index <-> (server, rank)."""
+
+    def __init__(self, servers: Sequence[ServerInfo]) -> None:
+        self.servers = tuple(servers)
+        self.workers = tuple(Worker(i, server, rank) for i, (server, rank) in enumerate(
+            (s, r) for s in self.servers for r in range(s.dp_size)))
+        self._index = {(w.server.url, w.rank): w.index for w in self.workers}
+
+    def __len__(self) -> int:
+        return len(self.workers)
+
+    def __iter__(self) -> Iterator[Worker]:
+        return iter(self.workers)
+
+    def __getitem__(self, index: int) -> Worker:
+        return self.workers[index]
+
+    def index(self, url: str, rank: int) -> int:
+        """The global index of rank ``rank`` of the server at ``url`` (KeyError if there is none)."""
+        return self._index[(url, rank)]
+
+    @property
+    def model(self) -> str:
+        return self.servers[0].model
+
+
+def server_info(url: str, info: Any) -> ServerInfo:
+    """Read a server's ``/server_info`` answer (a :class:`ConfigError` says what is missing)."""
+    if not isinstance(info, dict):
+        raise ConfigError(f"{url}/server_info: expected a JSON object")
+    model = info.get("served_model_name") or info.get("model_path")
+    dp_size = info.get("dp_size")
+    if not isinstance(model, str) or not isinstance(dp_size, int) or isinstance(dp_size, bool) or dp_size < 1:
+        raise ConfigError(f"{url}/server_info: no served_model_name/model_path and dp_size >= 1 "
+                          "(is this an SGLang server?)")
+    return ServerInfo(url, model, dp_size)
+
+
+def check_same_model(servers: Sequence[ServerInfo]) -> None:
+    """Every server must serve one model (a :class:`ConfigError` lists which serves what)."""
+    if len({s.model for s in servers}) > 1:
+        raise ConfigError("the servers serve different models: "
+                          + ", ".join(f"{s.url} serves {s.model!r}" for s in servers))
+
+
+async def discover(urls: Sequence[str], fetch: Callable[[str, str], Awaitable[Any]],
+                   timeout: float, clock: Callable[[], float] = time.monotonic) -> WorkerTable:
+    """The worker table of the servers at ``urls``; ``fetch(url, path)`` returns a JSON answer or
+    raises ``OSError`` (a server still starting is asked again, every 0.5 s, up to ``timeout``)."""
+
+    async def one(url: str) -> ServerInfo:
+        deadline = clock() + timeout
+        while True:
+            try:
+                return server_info(url, await fetch(url, "/server_info"))
+            except OSError as err:
+                if clock() >= deadline:
+                    raise ConfigError(f"{url}: no answer from /server_info within {timeout:.0f} s "
+                                      f"({err})") from None
+            await asyncio.sleep(0.5)
+
+    servers = await asyncio.gather(*(one(url) for url in urls))
+    check_same_model(servers)
+    return WorkerTable(servers)

@@ -1,0 +1,78 @@
+"""The gateway's one HTTP boundary to the servers (aiohttp, as SGLang's own clients use).
+
+Every request carries the gateway's token (``--gateway-token-file``; the server then accepts its
+pinned rank and the client it names) and the client in the identity header. Failures to reach a
+server, or an answer that is not a 200 JSON object where one is needed, raise :class:`UpstreamError`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+
+from sglang_fair.sglang_plugin.gateway_trust import TOKEN_HEADER, GatewayToken
+
+GATEWAY_CLIENT = "__gateway__"  # the client the gateway's own calls (discovery, tokenize) are made as
+
+
+class UpstreamError(OSError):
+    """A server could not be reached or did not answer as expected."""
+
+
+class Upstream:
+    """Calls to the servers over one ``aiohttp`` session (created by the caller, in its event loop)."""
+
+    def __init__(self, session: aiohttp.ClientSession, client_header: str, token: GatewayToken) -> None:
+        self.session, self.client_header, self.token = session, client_header, token
+
+    def headers(self, client: str) -> dict[str, str]:
+        """The headers of a call made for ``client``."""
+        headers = {"content-type": "application/json", self.client_header: client}
+        if self.token.enabled:
+            headers[TOKEN_HEADER] = self.token.token
+        return headers
+
+    async def get_json(self, url: str, path: str) -> Any:
+        """``GET url+path`` as the gateway; the JSON answer."""
+        try:
+            async with self.session.get(url + path, headers=self.headers(GATEWAY_CLIENT)) as resp:
+                return await _json(resp, url + path)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise UpstreamError(f"{url}{path}: {err or type(err).__name__}") from None
+
+    async def post_json(self, url: str, path: str, body: dict[str, Any]) -> Any:
+        """``POST url+path`` with a JSON body, as the gateway; the JSON answer."""
+        try:
+            async with self.session.post(url + path, data=json.dumps(body),
+                                         headers=self.headers(GATEWAY_CLIENT)) as resp:
+                return await _json(resp, url + path)
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise UpstreamError(f"{url}{path}: {err or type(err).__name__}") from None
+
+    async def send(self, url: str, path: str, body: bytes, client: str) -> aiohttp.ClientResponse:
+        """``POST url+path`` for ``client``; the open response (the caller reads and releases it)."""
+        try:
+            return await self.session.post(url + path, data=body, headers=self.headers(client))
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise UpstreamError(f"{url}{path}: {err or type(err).__name__}") from None
+
+
+async def _json(resp: aiohttp.ClientResponse, where: str) -> Any:
+    text = await resp.text()
+    if resp.status != 200:
+        raise UpstreamError(f"{where}: HTTP {resp.status}: {text[:200]}")
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise UpstreamError(f"{where}: the answer is not JSON") from None
+
+
+def make_session(timeout: float) -> aiohttp.ClientSession:
+    """A session for the servers: no total limit (a stream lasts as long as it lasts), ``timeout``
+    seconds of silence per read, no connection cap (the servers bound their own queues)."""
+    return aiohttp.ClientSession(
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(timeout, 30.0), sock_read=timeout),
+        connector=aiohttp.TCPConnector(limit=0),
+    )

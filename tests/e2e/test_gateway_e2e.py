@@ -1,0 +1,125 @@
+"""``sglang-fair gateway`` in front of two real ``sglang-fair serve`` instances on CPU (tiny model).
+
+Server A runs two data-parallel workers behind its fair router, server B one worker; both trust the
+gateway's token. Through the gateway: chat (whole and streamed, n = 2) and ``/generate`` answer 200
+with the model's output, distinct prompts reach all three workers (so both servers) with the client
+the key names, and a wrong key gets 401. Directly at a server, a pinned rank without the token is 403.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sglang_fair.harness.server import free_port, get_json, running_server, stop
+
+pytestmark = pytest.mark.e2e
+
+TOKEN = "e2e-gateway-token-0123456789abcdef"
+SERVER = ("--max-running-requests", "8", "--max-total-tokens", "4000")
+KEY = {"Authorization": "Bearer k-alice"}
+
+
+def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None,
+         timeout: float = 120.0) -> tuple[int, bytes]:
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                 headers={"content-type": "application/json", **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read()
+
+
+@pytest.fixture(scope="module")
+def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    tmp = tmp_path_factory.mktemp("gateway")
+    (tmp / "token").write_text(TOKEN + "\n")
+    (tmp / "keys").write_text("k-alice alice\nk-bob bob\n")
+    trust = ("--gateway-token-file", str(tmp / "token"))
+    with ExitStack() as stack:
+        a = stack.enter_context(running_server(tiny_model, (*SERVER, *trust), tmp / "a.log", dp_size=2))
+        b = stack.enter_context(running_server(tiny_model, (*SERVER, *trust), tmp / "b.log"))
+        port = free_port()
+        cmd = [sys.executable, "-m", "sglang_fair.cli", "gateway", "--worker-urls", f"{a},{b}",
+               "--port", str(port), "--client-keys", str(tmp / "keys"), *trust]
+        with open(tmp / "gateway.log", "wb") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        stack.callback(stop, proc)
+        gateway = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                get_json(gateway + "/health", timeout=2)
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, (tmp / "gateway.log").read_text()
+                time.sleep(0.3)
+        yield {"a": a, "b": b, "gateway": gateway}
+
+
+def test_chat_and_generate_through_the_gateway(cluster: dict[str, str]) -> None:
+    chat = {"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 4, "ignore_eos": True}
+    status, raw = post(cluster["gateway"] + "/v1/chat/completions", chat, KEY)
+    assert status == 200, raw
+    answer = json.loads(raw)
+    assert answer["usage"]["completion_tokens"] == 4
+    status, raw = post(cluster["b"] + "/tokenize", chat)  # what the gateway keys the tree with
+    assert status == 200 and json.loads(raw)["count"] == answer["usage"]["prompt_tokens"], raw
+    assert isinstance(answer["choices"][0]["message"]["content"], str)
+    status, raw = post(cluster["gateway"] + "/v1/chat/completions", {**chat, "n": 2}, KEY)
+    assert status == 200 and len(json.loads(raw)["choices"]) == 2, raw
+    status, raw = post(cluster["gateway"] + "/v1/chat/completions", {**chat, "stream": True}, KEY)
+    events = [line[6:] for line in raw.decode().splitlines() if line.startswith("data: ")]
+    assert status == 200 and events[-1] == "[DONE]", raw
+    chunks = [json.loads(e)["choices"][0]["delta"].get("content") or "" for e in events[:-1]]
+    assert "".join(chunks), events
+    generate = {"text": "once upon", "sampling_params": {"max_new_tokens": 3, "ignore_eos": True}}
+    status, raw = post(cluster["gateway"] + "/generate", generate, KEY)
+    meta = json.loads(raw)["meta_info"]
+    assert status == 200 and meta["completion_tokens"] == 3, raw
+    status, raw = post(cluster["a"] + "/tokenize", {"prompt": generate["text"]})
+    assert status == 200 and json.loads(raw)["count"] == meta["prompt_tokens"], raw
+
+
+def test_requests_reach_every_worker_of_both_servers_as_their_client(cluster: dict[str, str]) -> None:
+    for i in range(6):
+        body = {"text": f"{i} distinct prompt number {i} " * 3, "sampling_params": {"max_new_tokens": 2}}
+        status, raw = post(cluster["gateway"] + "/generate", body, KEY)
+        assert status == 200, raw
+    state = get_json(cluster["gateway"] + "/gateway/state")
+    assert [(w["server"], w["rank"]) for w in state["workers"]] == [
+        (cluster["a"], 0), (cluster["a"], 1), (cluster["b"], 0)]
+    assert all(w["routed"] >= 1 and w["queue"] == 0 for w in state["workers"]), state
+    for server in ("a", "b"):
+        clients = get_json(cluster[server] + "/fairness")["clients"]
+        assert clients.get("alice", {}).get("requests", 0) >= 1, (server, clients)
+
+
+def test_a_wrong_key_is_refused(cluster: dict[str, str]) -> None:
+    status, raw = post(cluster["gateway"] + "/generate", {"text": "x"}, {"Authorization": "Bearer nope"})
+    assert status == 401 and json.loads(raw)["code"] == 401
+
+
+def test_a_pinned_rank_without_the_token_is_refused_by_the_server(cluster: dict[str, str]) -> None:
+    body = {"text": "x", "sampling_params": {"max_new_tokens": 1}}
+    for server in ("a", "b"):
+        status, raw = post(cluster[server] + "/generate", {**body, "routed_dp_rank": 0})
+        assert status == 403 and "trusted gateway" in json.loads(raw)["message"], raw
+    status, raw = post(cluster["a"] + "/v1/chat/completions",
+                       {"messages": [{"role": "user", "content": "x"}], "max_tokens": 1},
+                       {"X-Data-Parallel-Rank": "1"})
+    assert status == 403, raw
+    status, raw = post(cluster["a"] + "/generate", {**body, "routed_dp_rank": 1},
+                       {"X-Sglang-Fair-Gateway-Token": TOKEN})
+    assert status == 200 and json.loads(raw)["meta_info"]["dp_rank"] == 1, raw
