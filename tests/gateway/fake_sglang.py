@@ -40,9 +40,11 @@ class FakeSGLang:
     calls: list[Call] = field(default_factory=list)
     hold: threading.Event | None = None  # set by the test to let a held stream go on
     refuse: int = 0  # answer every relayed request with this status (and Retry-After: 1)
+    healthy: bool = True  # GET /health answers 200, else 503
+    break_off: bool = False  # close the connection of every relayed request without answering
 
     def relayed(self) -> list[Call]:
-        return [c for c in self.calls if c.path not in ("/server_info", "/tokenize")]
+        return [c for c in self.calls if c.path not in ("/server_info", "/tokenize", "/health")]
 
     async def _record(self, request: web.Request) -> dict[str, Any]:
         body = await request.json() if request.method == "POST" else {}
@@ -54,6 +56,9 @@ class FakeSGLang:
         return web.json_response({"served_model_name": self.model, "model_path": "/m/" + self.model,
                                   "dp_size": self.dp_size})
 
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200 if self.healthy else 503)
+
     async def tokenize(self, request: web.Request) -> web.Response:
         body = await self._record(request)
         if body.get("stream"):
@@ -63,6 +68,9 @@ class FakeSGLang:
 
     async def generate(self, request: web.Request) -> web.StreamResponse:
         body = await self._record(request)
+        if self.break_off and request.transport is not None:
+            request.transport.close()
+            return web.Response()
         if self.refuse:
             return web.json_response({"object": "error", "code": self.refuse}, status=self.refuse,
                                      headers={"Retry-After": "1"})
@@ -91,6 +99,7 @@ class FakeSGLang:
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/server_info", self.server_info)
+        app.router.add_get("/health", self.health)
         app.router.add_post("/tokenize", self.tokenize)
         for path in ("/v1/chat/completions", "/v1/completions", "/generate"):
             app.router.add_post(path, self.generate)

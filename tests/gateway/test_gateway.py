@@ -41,7 +41,13 @@ def config(urls: list[str], policy: str = "round_robin", **kw: Any) -> GatewayCo
 
 @asynccontextmanager
 async def gateway_at(cfg: GatewayConfig) -> AsyncIterator[tuple[str, Gateway]]:
-    gateway = build_gateway(cfg, await discover_servers(cfg))
+    async with serving(cfg, await discover_servers(cfg)) as running:
+        yield running
+
+
+@asynccontextmanager
+async def serving(cfg: GatewayConfig, table: WorkerTable) -> AsyncIterator[tuple[str, Gateway]]:
+    gateway = build_gateway(cfg, table)
     server = uvicorn.Server(uvicorn.Config(make_app(gateway), host="127.0.0.1", port=cfg.port,
                                            log_level="warning"))
     task = asyncio.create_task(server.serve())
@@ -200,24 +206,70 @@ def test_finish_feedback_charges_the_output_tokens() -> None:
         run(scenario)
 
 
-def test_a_server_gone_after_discovery_is_a_502_and_frees_the_queue() -> None:
+def test_a_server_gone_after_discovery_is_a_503_naming_it_and_frees_the_queue() -> None:
     fake = Running(FakeSGLang())
     with fake as urls:
         cfg = config(urls)
         table = asyncio.run(discover_servers(cfg))
     async def scenario() -> None:
-        gateway = build_gateway(cfg, table)
-        server = uvicorn.Server(uvicorn.Config(make_app(gateway), host="127.0.0.1", port=cfg.port,
-                                               log_level="warning"))
-        task = asyncio.create_task(server.serve())
-        while not server.started:
-            await asyncio.sleep(0.01)
-        status, answer = await post(f"http://127.0.0.1:{cfg.port}/generate", {"input_ids": [1]})
-        assert status == 502 and "unreachable" in answer["message"]
-        assert gateway.router.policy.queue == [0]
-        server.should_exit = True
-        await task
+        async with serving(cfg, table) as (url, gateway):
+            status, answer = await post(f"{url}/generate", {"input_ids": [1]})
+            assert status == 503 and urls[0] in answer["message"], answer
+            assert gateway.router.policy.queue == [0] and gateway.health.out.keys() == {urls[0]}
     run(scenario)
+
+
+def test_requests_not_started_on_a_gone_server_are_served_by_another() -> None:
+    gone, live = FakeSGLang(dp_size=2), FakeSGLang()
+    with Running(live) as live_urls:
+        with Running(gone) as gone_urls:
+            cfg = config(gone_urls + live_urls)
+            table = asyncio.run(discover_servers(cfg))
+        async def scenario() -> None:
+            async with serving(cfg, table) as (url, gateway):
+                for i in range(6):
+                    status, _ = await post(f"{url}/generate", {"input_ids": [i + 1]})
+                    assert status == 200
+                assert gateway.health.out.keys() == {gone_urls[0]}
+                assert gateway.router.policy.alive == [2] and gateway.router.policy.queue == [0, 0, 0]
+        run(scenario)
+    assert len(live.relayed()) == 6
+
+
+def test_a_server_that_breaks_off_a_started_request_fails_it_with_503_and_is_not_retried() -> None:
+    broken, other = FakeSGLang(break_off=True), FakeSGLang()
+    with Running(broken, other) as urls:
+        async def scenario() -> None:
+            async with gateway_at(config(urls)) as (url, gateway):
+                status, answer = await post(f"{url}/generate", {"input_ids": [1]})
+                assert status == 503 and "broke off" in answer["message"], answer
+                assert gateway.health.out.keys() == {urls[0]}
+        run(scenario)
+    assert len(broken.relayed()) == 1 and other.relayed() == []
+
+
+def test_a_failed_health_probe_takes_a_server_out_and_a_passed_one_takes_it_back() -> None:
+    sick, well = FakeSGLang(healthy=False), FakeSGLang()
+    with Running(sick, well) as urls:
+        async def scenario() -> None:
+            async with gateway_at(config(urls, health_interval=0.05)) as (url, gateway):
+                await until(lambda: urls[0] in gateway.health.out)
+                assert gateway.router.policy.alive == [1]
+                for i in range(4):
+                    assert (await post(f"{url}/generate", {"input_ids": [i + 1]}))[0] == 200
+                sick.healthy = True
+                await until(lambda: not gateway.health.out)
+                assert gateway.router.policy.alive == [0, 1]
+        run(scenario)
+    assert sick.relayed() == [] and len(well.relayed()) == 4
+
+
+async def until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    for _ in range(int(timeout / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
 
 
 def test_a_client_that_leaves_mid_stream_ends_the_relay_and_frees_the_queue() -> None:

@@ -6,7 +6,9 @@ missing or unknown key when keys are configured), the prompt's token ids are fou
 (``prompt.py``), the policy picks a worker, and the body goes to that worker's server with
 ``routed_dp_rank`` pinned (any pin the client sent is dropped), the client named in the identity
 header and the gateway's token. Streams are relayed chunk by chunk as they arrive; the response's
-end is the policy's finish. ``GET /v1/models`` is the first server's; ``/gateway/state`` shows the
+end is the policy's finish. A server that cannot be reached is taken out (``health.py``) and the
+request, not started there, goes to another; a server that breaks off a started request is taken out
+and the request fails with 503. ``GET /v1/models`` is the first server's; ``/gateway/state`` shows the
 worker table and each worker's counts; ``/health`` answers 200.
 """
 
@@ -26,10 +28,11 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from sglang_fair.gateway.config import GatewayConfig
+from sglang_fair.gateway.health import ServerHealth
 from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, PIN_FIELDS, prompt_tokens, token_source
 from sglang_fair.gateway.routing import GatewayRouter, Ticket
 from sglang_fair.gateway.servers import WorkerTable, discover
-from sglang_fair.gateway.upstream import Upstream, UpstreamError, make_session
+from sglang_fair.gateway.upstream import Unreachable, Upstream, UpstreamError, make_session
 from sglang_fair.gateway.usage import StreamCounter, output_tokens
 from sglang_fair.routing import NoWorkerError, make_routing_policy
 from sglang_fair.sglang_plugin.identity import Unauthorized, resolve_client
@@ -50,6 +53,7 @@ class Gateway:
 
     def __init__(self, config: GatewayConfig, table: WorkerTable, router: GatewayRouter) -> None:
         self.config, self.table, self.router = config, table, router
+        self.health = ServerHealth(table, router.policy)
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
         self._turn = itertools.count()
 
@@ -79,18 +83,27 @@ class Gateway:
         except Unauthorized as err:
             return error(401, "Unauthorized", str(err), {"www-authenticate": "Bearer"})
         tokens = await prompt_tokens(token_source(path, body), self.tokenize)
-        try:
-            ticket = self.router.route(client, tokens)
-        except NoWorkerError as err:
-            return error(503, "ServiceUnavailable", str(err))
-        try:
-            resp = await self._servers().send(ticket.worker.server.url, path, pinned(body, ticket), client)
-        except UpstreamError as err:
-            self.router.finish(ticket, 0)
-            return error(502, "BadGateway", f"worker {ticket.worker.index} unreachable: {err}")
-        if body.get("stream") and resp.status == 200:
-            return RelayedStream(Relay(resp, ticket, self.router))
-        return await self._whole(resp, ticket)
+        reasons = []
+        for _ in self.table.servers:  # a server not reached did not start the request: try another
+            try:
+                ticket = self.router.route(client, tokens)
+            except NoWorkerError:
+                break
+            url = ticket.worker.server.url
+            try:
+                resp = await self._servers().send(url, path, pinned(body, ticket), client)
+            except UpstreamError as err:
+                self.router.finish(ticket, 0)
+                self.health.take_out(url, str(err))
+                if isinstance(err, Unreachable):
+                    reasons.append(str(err))
+                    continue
+                return error(503, "ServiceUnavailable", f"worker {ticket.worker.index} broke off: {err}")
+            if body.get("stream") and resp.status == 200:
+                return RelayedStream(Relay(resp, ticket, self.router))
+            return await self._whole(resp, ticket)
+        return error(503, "ServiceUnavailable", "no server can take the request: "
+                     + ("; ".join(reasons) or "every server is taken out (failed health probes)"))
 
     async def _whole(self, resp: aiohttp.ClientResponse, ticket: Ticket) -> Response:
         produced = 0
@@ -99,7 +112,8 @@ class Gateway:
             if resp.status == 200:
                 produced = output_tokens(json.loads(data))
         except (aiohttp.ClientError, TimeoutError) as err:
-            return error(502, "BadGateway", f"worker {ticket.worker.index} broke off: {err}")
+            self.health.take_out(ticket.worker.server.url, f"broke off a request: {err}")
+            return error(503, "ServiceUnavailable", f"worker {ticket.worker.index} broke off: {err}")
         except ValueError:
             pass
         finally:
@@ -173,10 +187,16 @@ def make_app(gateway: Gateway) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
-        async with make_session(gateway.config.request_timeout) as session:
-            gateway.upstream = Upstream(session, gateway.config.client_header, gateway.config.token)
-            yield
-            gateway.upstream = None
+        config = gateway.config
+        async with make_session(config.request_timeout) as session:
+            upstream = gateway.upstream = Upstream(session, config.client_header, config.token)
+            watcher = asyncio.create_task(gateway.health.watch(
+                lambda url: upstream.healthy(url, config.health_timeout), config.health_interval))
+            try:
+                yield
+            finally:
+                watcher.cancel()
+                gateway.upstream = None
 
     app = FastAPI(title="sglang-fair gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
 
@@ -195,7 +215,7 @@ def make_app(gateway: Gateway) -> FastAPI:
             return error(502, "BadGateway", str(err))
 
     async def state() -> Any:
-        return gateway.router.state()
+        return {**gateway.router.state(), "servers_out": gateway.health.out}
 
     async def health() -> Any:
         return {"status": "ok"}

@@ -42,6 +42,11 @@ class GatewayConfig:
         "help": "seconds to wait for each server's /server_info at start-up"})
     request_timeout: float = field(default=600.0, metadata={
         "help": "seconds a server may stay silent during one request before the gateway gives up"})
+    health_interval: float = field(default=5.0, metadata={
+        "help": "seconds between health probes of every server (GET /health): a server that fails one is "
+                "taken out, one that passes is taken back"})
+    health_timeout: float = field(default=10.0, metadata={
+        "help": "seconds a health probe may take (SGLang's /health serves a one-token request)"})
     router: RouterConfig = field(default_factory=RouterConfig)
     key_table: KeyTable = field(default_factory=KeyTable)
     token: GatewayToken = field(default_factory=GatewayToken)
@@ -58,6 +63,8 @@ class GatewayConfig:
         require(bool(self.client_header.strip()), "--client-header must not be empty")
         require(self.discovery_timeout > 0, "--discovery-timeout must be > 0")
         require(self.request_timeout > 0, "--request-timeout must be > 0")
+        require(self.health_interval > 0, "--health-interval must be > 0")
+        require(self.health_timeout > 0, "--health-timeout must be > 0")
         require(self.router.policy in ROUTING_POLICIES.names(),
                 f"--router-policy {self.router.policy!r}: known {', '.join(ROUTING_POLICIES.names())}")
 

@@ -2,7 +2,8 @@
 
 Every request carries the gateway's token (``--gateway-token-file``; the server then accepts its
 pinned rank and the client it names) and the client in the identity header. Failures to reach a
-server, or an answer that is not a 200 JSON object where one is needed, raise :class:`UpstreamError`.
+server, or an answer that is not a 200 JSON object where one is needed, raise :class:`UpstreamError`
+(:class:`Unreachable` when no connection was made, so the request was not started there).
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ GATEWAY_CLIENT = "__gateway__"  # the client the gateway's own calls (discovery,
 
 class UpstreamError(OSError):
     """A server could not be reached or did not answer as expected."""
+
+
+class Unreachable(UpstreamError):
+    """No connection to the server was made: the request was not started there."""
 
 
 class Upstream:
@@ -55,8 +60,19 @@ class Upstream:
         """``POST url+path`` for ``client``; the open response (the caller reads and releases it)."""
         try:
             return await self.session.post(url + path, data=body, headers=self.headers(client))
+        except aiohttp.ClientConnectorError as err:
+            raise Unreachable(f"{url}{path}: {err}") from None
         except (aiohttp.ClientError, TimeoutError) as err:
             raise UpstreamError(f"{url}{path}: {err or type(err).__name__}") from None
+
+    async def healthy(self, url: str, timeout: float) -> bool:
+        """Whether ``GET url/health`` answers 200 within ``timeout`` seconds."""
+        try:
+            async with self.session.get(url + "/health", headers=self.headers(GATEWAY_CLIENT),
+                                        timeout=aiohttp.ClientTimeout(total=timeout)) as resp:
+                return resp.status == 200
+        except (aiohttp.ClientError, TimeoutError):
+            return False
 
 
 async def _json(resp: aiohttp.ClientResponse, where: str) -> Any:
