@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reproduce the evaluation of 000 (DLPM / D²LPM) in the simulator.
+"""Reproduce the evaluation of [1] (DLPM / D²LPM) in the simulator.
 
 A command line of :mod:`sglang_fair.experiments.paper` (``--help``).
 """

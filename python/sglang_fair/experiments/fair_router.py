@@ -10,7 +10,7 @@ never below 0.95x), well-behaved P99 at most 1.1x the lower of cache-aware's and
 least the higher of cache-aware's and D²LPM's minus 0.01, throughput at least VTC's. Beside the
 protocol's Jain's index (perceived service, over the all-active interval) it gives Jain's index of the
 window's totals of actual service (extend + output tokens, the cost DLPM charges), the well-behaved
-clients' service against cache-aware's, and the largest backlogged service difference against 000 Thm
+clients' service against cache-aware's, and the largest backlogged service difference against [1] Thm
 5.1's bound. Prints the tables and writes them between the GENERATED markers of ``--out`` (the text around
 them is hand-written) and the picture.
 """

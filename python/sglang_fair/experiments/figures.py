@@ -49,7 +49,7 @@ Figure = Callable[[argparse.Namespace], list[Point]]
 
 
 def pairs(dp: int, guarded: bool = True) -> list[tuple[str, str]]:
-    """000 omits Preble at D = 1; cache-aware routing and the guarded router have one choice there."""
+    """[1] omits Preble at D = 1; cache-aware routing and the guarded router have one choice there."""
     return [p for p in PAIRS if dp > 1 or p[0] not in PER_WORKER
             if guarded or p[0] != "d2lpm_guarded"]
 

@@ -8,11 +8,11 @@ Each run replays ``--trace-window`` seconds of the trace (``--trace``: the Azure
 ``mooncake`` is the Mooncake conversation trace, prefixes shared by its hash ids) from
 ``--trace-start`` seconds in (its first three minutes hold only 63 requests), its arrival times
 divided by a scale factor (0.5: half the load), on ``--dp`` simulated A100 + Llama-3.1-8B workers
-(public-figure roofline preset), FCFS admission, with FairBatching's Azure SLOs (003 Table 2: TTFT
+(public-figure roofline preset), FCFS admission, with FairBatching's Azure SLOs ([3] Table 2: TTFT
 2 s, TPOT 50 ms; ``--ttft``, ``--tpot``). Goodput is the number of requests meeting both targets per second of
-arrivals (003's effective RPS); TPOT is the worst running average per request, as 003 measures it.
-Sarathi and SLAI run once per token budget of ``--budgets`` (003 tunes Sarathi's per test case;
-004 uses 512 for a 0.1 s TBT target); FairBatching and SGLang use their defaults (a time budget
+arrivals ([3]'s effective RPS); TPOT is the worst running average per request, as [3] measures it.
+Sarathi and SLAI run once per token budget of ``--budgets`` ([3] tunes Sarathi's per test case;
+[4] uses 512 for a 0.1 s TBT target); FairBatching and SGLang use their defaults (a time budget
 under an 8192-token cap; SGLang's chunk size for the preset).
 """
 
@@ -148,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="batching policies; name@router picks the router of that run (fairbatching@pab)")
     p.add_argument("--budgets", default="256,512", help="token budgets of sarathi and slai")
     p.add_argument("--slai-orders", default="spf,fcfs", help="slai's prefill orders")
-    p.add_argument("--slo-classes", default="", help="e.g. paying=2/0.1,free=2/0.5 (004's classes)")
+    p.add_argument("--slo-classes", default="", help="e.g. paying=2/0.1,free=2/0.5 ([4]'s classes)")
     p.add_argument("--client-classes", default="", help="e.g. c0=paying (with --clients 20: 5%% paying)")
     p.add_argument("--ttft", type=float, default=2.0)
     p.add_argument("--tpot", type=float, default=0.05)

@@ -7,7 +7,7 @@ share a 2,048-token prefix, a backlogged client, two light clients sending one s
 time; one simulated A100 + Llama-3.1-8B worker, 24 running requests at most), run with each
 admission policy (dlpm_light, dlpm, fcfs) and each batching policy at its defaults. Prints the light
 clients' P99 latency, throughput, Jain's index, the largest backlogged service gap, median TTFT and
-P99 TPOT (003's SLOs: 2 s / 50 ms).
+P99 TPOT ([3]'s SLOs: 2 s / 50 ms).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reproduce the evaluation of 000 (DLPM / D²LPM, §6-7) in the simulator, under a stated protocol.
+"""Reproduce the evaluation of [1] (DLPM / D²LPM, §6-7) in the simulator, under a stated protocol.
 
     nice -n 10 python scripts/reproduce_paper.py > /tmp/rp.log 2>&1      # everything (~1 CPU-hour)
     python scripts/reproduce_paper.py --only fig1,fig12 --seeds 0,1,2      # a subset
