@@ -29,17 +29,15 @@ class ServerHealth:
         if url in self.out:
             return
         self.out[url] = why
-        for worker in self.table:
-            if worker.server.url == url:
-                self.policy.mark_dead(worker.index)
+        for worker in self.table.of_server(url):
+            self.policy.mark_dead(worker.index)
         logger.warning("gateway: %s taken out: %s", url, why)
 
     def take_back(self, url: str) -> None:
         if self.out.pop(url, None) is None:
             return
-        for worker in self.table:
-            if worker.server.url == url:
-                self.policy.mark_alive(worker.index)
+        for worker in self.table.of_server(url):
+            self.policy.mark_alive(worker.index)
         logger.warning("gateway: %s healthy again, taken back", url)
 
     async def check(self, probe: Probe) -> None:

@@ -18,7 +18,9 @@ from sglang_fair.routing import RoutingPolicy
 
 
 @dataclass(frozen=True)
-class RouteRequest:
+class RoutedPrompt:
+    """What the policy reads of a request (``sglang_fair.routing.RouteRequest``): its prompt packed."""
+
     rid: str
     client: str
     tokens: bytes
@@ -48,7 +50,7 @@ class GatewayRouter:
     def route(self, client: str, tokens: Sequence[int]) -> Ticket:
         """Pick a worker for ``client``'s prompt ``tokens`` (raises ``NoWorkerError`` if none is alive)."""
         rid = f"gw-{next(self._ids)}"
-        index = self.policy.route(RouteRequest(rid, client, pack_tokens(tokens)))
+        index = self.policy.route(RoutedPrompt(rid, client, pack_tokens(tokens)))
         self.routed[index] += 1
         return Ticket(rid, client, self.table[index], len(tokens))
 

@@ -57,6 +57,10 @@ class WorkerTable:
     def __getitem__(self, index: int) -> Worker:
         return self.workers[index]
 
+    def of_server(self, url: str) -> list[Worker]:
+        """The workers of the server at ``url``, by rank."""
+        return [w for w in self.workers if w.server.url == url]
+
     def index(self, url: str, rank: int) -> int:
         """The global index of rank ``rank`` of the server at ``url`` (KeyError if there is none)."""
         return self._index[(url, rank)]

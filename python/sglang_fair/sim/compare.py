@@ -1,8 +1,9 @@
 """What a comparison of router:policy pairs says: a two-line verdict and one picture.
 
 Both read the summaries of :func:`sglang_fair.metrics.summary.summarize` (one per pair, keyed
-"router:policy"). The verdict names the pair under which the well-behaved clients wait longest and
-who takes the service there, then what the fair pair costs against the fastest other pair.
+"router:policy"). The verdict names the pair under which the well-behaved clients wait longest, then
+what the fair pair (the default, else the one with the highest Jain's index) costs against the fastest
+other pair.
 """
 
 from __future__ import annotations
