@@ -1,16 +1,21 @@
 """``sglang-fair gateway`` in front of two real ``sglang-fair serve`` instances on CPU (tiny model).
 
 Server A runs two data-parallel workers behind its fair router, server B one worker; both trust the
-gateway's token. Through the gateway: chat (whole and streamed, n = 2) and ``/generate`` answer 200
-with the model's output, distinct prompts reach all three workers (so both servers) with the client
-the key names, and a wrong key gets 401. Directly at a server, a pinned rank without the token is 403.
+gateway's token and publish their workers' feedback on a CurveZMQ port the gateway hears. Through the
+gateway: chat (whole and streamed, n = 2) and ``/generate`` answer 200 with the model's output,
+distinct prompts reach all three workers (so both servers) with the client the key names, and a wrong
+key gets 401. Directly at a server, a pinned rank without the token is 403. Every worker's heartbeats
+and the evictions of a full cache reach the gateway; SIGSTOP of B's scheduler fails its requests in
+flight with 503 within the heartbeat timeout, and B is taken back after SIGCONT.
 """
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -21,7 +26,10 @@ from typing import Any
 
 import pytest
 
+from sglang_fair.harness.closed_loop import Outcome, generate
+from sglang_fair.harness.scenario import words
 from sglang_fair.harness.server import free_port, get_json, running_server, stop
+from sglang_fair.sglang_plugin.curve import make_keys
 
 pytestmark = pytest.mark.e2e
 
@@ -42,17 +50,25 @@ def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None,
 
 
 @pytest.fixture(scope="module")
-def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     tmp = tmp_path_factory.mktemp("gateway")
     (tmp / "token").write_text(TOKEN + "\n")
     (tmp / "keys").write_text("k-alice alice\nk-bob bob\n")
     trust = ("--gateway-token-file", str(tmp / "token"))
+    make_keys(tmp / "curve")
+    curve = ("--feedback-keys", str(tmp / "curve"))
+    procs: dict[str, Any] = {}
     with ExitStack() as stack:
-        a = stack.enter_context(running_server(tiny_model, (*SERVER, *trust), tmp / "a.log", dp_size=2))
-        b = stack.enter_context(running_server(tiny_model, (*SERVER, *trust), tmp / "b.log"))
+        a = stack.enter_context(running_server(
+            tiny_model, (*SERVER, *trust, *curve, "--feedback-port", str(free_port())), tmp / "a.log",
+            dp_size=2))
+        b = stack.enter_context(running_server(
+            tiny_model, (*SERVER, *trust, *curve, "--feedback-port", str(free_port())), tmp / "b.log",
+            started=lambda proc: procs.update(b=proc)))
         port = free_port()
         cmd = [sys.executable, "-m", "sglang_fair.cli", "gateway", "--worker-urls", f"{a},{b}",
-               "--port", str(port), "--client-keys", str(tmp / "keys"), *trust]
+               "--port", str(port), "--client-keys", str(tmp / "keys"), *trust, *curve,
+               "--heartbeat-timeout", "2", "--health-interval", "1", "--health-timeout", "3"]
         with open(tmp / "gateway.log", "wb") as log:
             proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         stack.callback(stop, proc)
@@ -65,10 +81,10 @@ def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, (tmp / "gateway.log").read_text()
                 time.sleep(0.3)
-        yield {"a": a, "b": b, "gateway": gateway}
+        yield {"a": a, "b": b, "gateway": gateway, "b_proc": procs["b"]}
 
 
-def test_chat_and_generate_through_the_gateway(cluster: dict[str, str]) -> None:
+def test_chat_and_generate_through_the_gateway(cluster: dict[str, Any]) -> None:
     chat = {"messages": [{"role": "user", "content": "hello there"}], "max_tokens": 4, "ignore_eos": True}
     status, raw = post(cluster["gateway"] + "/v1/chat/completions", chat, KEY)
     assert status == 200, raw
@@ -92,7 +108,7 @@ def test_chat_and_generate_through_the_gateway(cluster: dict[str, str]) -> None:
     assert status == 200 and json.loads(raw)["count"] == meta["prompt_tokens"], raw
 
 
-def test_requests_reach_every_worker_of_both_servers_as_their_client(cluster: dict[str, str]) -> None:
+def test_requests_reach_every_worker_of_both_servers_as_their_client(cluster: dict[str, Any]) -> None:
     for i in range(6):
         body = {"text": f"{i} distinct prompt number {i} " * 3, "sampling_params": {"max_new_tokens": 2}}
         status, raw = post(cluster["gateway"] + "/generate", body, KEY)
@@ -106,12 +122,12 @@ def test_requests_reach_every_worker_of_both_servers_as_their_client(cluster: di
         assert clients.get("alice", {}).get("requests", 0) >= 1, (server, clients)
 
 
-def test_a_wrong_key_is_refused(cluster: dict[str, str]) -> None:
+def test_a_wrong_key_is_refused(cluster: dict[str, Any]) -> None:
     status, raw = post(cluster["gateway"] + "/generate", {"text": "x"}, {"Authorization": "Bearer nope"})
     assert status == 401 and json.loads(raw)["code"] == 401
 
 
-def test_a_pinned_rank_without_the_token_is_refused_by_the_server(cluster: dict[str, str]) -> None:
+def test_a_pinned_rank_without_the_token_is_refused_by_the_server(cluster: dict[str, Any]) -> None:
     body = {"text": "x", "sampling_params": {"max_new_tokens": 1}}
     for server in ("a", "b"):
         status, raw = post(cluster[server] + "/generate", {**body, "routed_dp_rank": 0})
@@ -123,3 +139,63 @@ def test_a_pinned_rank_without_the_token_is_refused_by_the_server(cluster: dict[
     status, raw = post(cluster["a"] + "/generate", {**body, "routed_dp_rank": 1},
                        {"X-Sglang-Fair-Gateway-Token": TOKEN})
     assert status == 200 and json.loads(raw)["meta_info"]["dp_rank"] == 1, raw
+
+
+def test_every_workers_heartbeats_and_a_full_caches_evictions_reach_the_gateway(
+        cluster: dict[str, Any]) -> None:
+    for i in range(40):  # distinct 1200-token prompts overflow the 4000-token caches
+        state = get_json(cluster["gateway"] + "/gateway/state")
+        if state["feedback"]["evictions"]:
+            break
+        status, raw = post(cluster["gateway"] + "/generate",
+                           {"text": words(900 + i, 1200), "sampling_params": {"max_new_tokens": 1}}, KEY)
+        assert status == 200, raw
+    assert state["feedback"]["evictions"] > 0 and state["feedback"]["heartbeats"] >= 3, state
+    assert state["servers_out"] == {}
+
+
+def test_a_stopped_scheduler_fails_its_requests_in_flight_and_its_server_comes_back(
+        cluster: dict[str, Any]) -> None:
+    """SIGSTOP of B's scheduler: its heartbeats stop with it, so after --heartbeat-timeout (2 s) the
+    gateway takes B out and its requests in flight fail with 503 naming why (none hangs); the others
+    finish on A. After SIGCONT, B beats and passes its probe again and takes requests again."""
+    import psutil
+
+    gateway = cluster["gateway"]
+    outcomes = [Outcome(sent=0.0) for _ in range(6)]
+
+    def send(i: int) -> None:
+        outcomes[i] = generate(gateway, KEY, words(700 + i, 40), 300, timeout=120)
+
+    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(6)]
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 30
+    while get_json(gateway + "/gateway/state")["workers"][2]["queue"] == 0:
+        assert time.monotonic() < deadline, "nothing reached server B"
+        time.sleep(0.05)
+    (scheduler,) = [p for p in psutil.Process(cluster["b_proc"].pid).children(recursive=True)
+                    if "scheduler" in " ".join(p.cmdline())]
+    stopped = time.monotonic()
+    scheduler.send_signal(signal.SIGSTOP)
+    try:
+        for t in threads:
+            t.join(max(0.1, stopped + 30 - time.monotonic()))
+        assert not any(t.is_alive() for t in threads), "a request hung on the stopped server"
+    finally:
+        scheduler.send_signal(signal.SIGCONT)
+    statuses = sorted(o.status for o in outcomes)
+    assert set(statuses) <= {200, 503} and 503 in statuses, statuses
+    failed_after = [round(o.sent + (o.latency or 0) - stopped, 1) for o in outcomes if o.status == 503]
+    print("\n503s this long after SIGSTOP (s):", failed_after)
+    assert max(failed_after) <= 2.5 + 4.0, failed_after  # heartbeat timeout + one check; slack
+    deadline = time.monotonic() + 30
+    while get_json(gateway + "/gateway/state")["servers_out"]:
+        assert time.monotonic() < deadline, "server B was not taken back"
+        time.sleep(0.5)
+    before = get_json(gateway + "/gateway/state")["workers"][2]["routed"]
+    for i in range(12):
+        status, raw = post(gateway + "/generate",
+                           {"text": words(800 + i, 30), "sampling_params": {"max_new_tokens": 1}}, KEY)
+        assert status == 200, raw
+    assert get_json(gateway + "/gateway/state")["workers"][2]["routed"] > before

@@ -42,6 +42,8 @@ class FakeSGLang:
     refuse: int = 0  # answer every relayed request with this status (and Retry-After: 1)
     healthy: bool = True  # GET /health answers 200, else 503
     break_off: bool = False  # close the connection of every relayed request without answering
+    feedback: dict[str, Any] | None = None  # the answer of GET /sglang_fair/feedback (None: 404)
+    hold_whole: threading.Event | None = None  # set by the test to let held whole answers go
 
     def relayed(self) -> list[Call]:
         return [c for c in self.calls if c.path not in ("/server_info", "/tokenize", "/health")]
@@ -85,6 +87,8 @@ class FakeSGLang:
             whole = {"choices": [{"index": 0, "message": {"content": "w" * n}}],
                      "usage": {"completion_tokens": n}}
         if not body.get("stream"):
+            if self.hold_whole is not None:
+                await asyncio.get_running_loop().run_in_executor(None, self.hold_whole.wait, 10)
             return web.json_response(whole)
         resp = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await resp.prepare(request)
@@ -96,9 +100,15 @@ class FakeSGLang:
         await resp.write_eof()
         return resp
 
+    async def advert(self, request: web.Request) -> web.Response:
+        if self.feedback is None:
+            raise web.HTTPNotFound()
+        return web.json_response(self.feedback)
+
     def app(self) -> web.Application:
         app = web.Application()
         app.router.add_get("/server_info", self.server_info)
+        app.router.add_get("/sglang_fair/feedback", self.advert)
         app.router.add_get("/health", self.health)
         app.router.add_post("/tokenize", self.tokenize)
         for path in ("/v1/chat/completions", "/v1/completions", "/generate"):

@@ -8,8 +8,10 @@ missing or unknown key when keys are configured), the prompt's token ids are fou
 header and the gateway's token. Streams are relayed chunk by chunk as they arrive; the response's
 end is the policy's finish. A server that cannot be reached is taken out (``health.py``) and the
 request, not started there, goes to another; a server that breaks off a started request is taken out
-and the request fails with 503. ``GET /v1/models`` is the first server's; ``/gateway/state`` shows the
-worker table and each worker's counts; ``/health`` answers 200.
+and the request fails with 503. A server whose feedback port (``feedback.py``) says a worker died or
+stalled is taken out and its requests in flight are cut: 503 for a whole answer, an error event
+ending a stream. ``GET /v1/models`` is the first server's; ``/gateway/state`` shows the worker table,
+each worker's counts and what the feedback ports delivered; ``/health`` answers 200.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import itertools
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,15 +28,18 @@ from typing import Any
 import aiohttp
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 
+from sglang_fair.core.global_tree import WIDTH
 from sglang_fair.gateway.config import GatewayConfig
+from sglang_fair.gateway.feedback import FeedbackListener, Liveness, sources, wait_first_beats
 from sglang_fair.gateway.health import ServerHealth
-from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, PIN_FIELDS, prompt_tokens, token_source
+from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, prompt_tokens, token_source
+from sglang_fair.gateway.relay import Cut, Relay, RelayedStream, pinned, where
 from sglang_fair.gateway.routing import GatewayRouter, Ticket
 from sglang_fair.gateway.servers import WorkerTable, discover
 from sglang_fair.gateway.upstream import Unreachable, Upstream, UpstreamError, make_session
-from sglang_fair.gateway.usage import StreamCounter, output_tokens
+from sglang_fair.gateway.usage import output_tokens
 from sglang_fair.routing import NoWorkerError, make_routing_policy
 from sglang_fair.sglang_plugin.identity import Unauthorized, resolve_client
 
@@ -51,11 +57,46 @@ def error(status: int, kind: str, message: str, headers: dict[str, str] | None =
 class Gateway:
     """What a relayed request needs: the config, the worker table, the router, the servers' client."""
 
-    def __init__(self, config: GatewayConfig, table: WorkerTable, router: GatewayRouter) -> None:
-        self.config, self.table, self.router = config, table, router
+    def __init__(self, config: GatewayConfig, table: WorkerTable, router: GatewayRouter,
+                 listener: FeedbackListener | None = None) -> None:
+        self.config, self.table, self.router, self.listener = config, table, router, listener
         self.health = ServerHealth(table, router.policy)
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
+        self.cuts: dict[str, asyncio.Event] = {}  # server URL -> set when feedback takes it out
+        self.streams: dict[str, set[Relay]] = {}  # server URL -> the streams relayed from it now
         self._turn = itertools.count()
+
+    async def watch_feedback(self, interval: float) -> None:
+        """Every ``interval`` s: take out (cutting its requests) or back each server with a feedback port."""
+        assert self.listener is not None
+        busy = self.router.policy.queue.__getitem__
+        while True:
+            await asyncio.sleep(interval)
+            for url, why in self.listener.verdicts(lambda w: busy(w) > 0):
+                held = "feedback" in self.health.reasons.get(url, {})
+                if why is None and held:
+                    self.health.take_back(url, "feedback")
+                    self.cuts.pop(url, None)
+                elif why is not None and not held:
+                    self.health.take_out(url, why, "feedback")
+                    self.cuts.setdefault(url, asyncio.Event()).set()
+                    for relay in list(self.streams.get(url, ())):
+                        relay.cut(why)
+
+    async def until_cut(self, url: str, work: Awaitable[Any]) -> Any:
+        """``work``'s result, unless feedback takes the server at ``url`` out first (:class:`Cut`)."""
+        if self.listener is None:
+            return await work
+        cut = self.cuts.setdefault(url, asyncio.Event())
+        task, stop = asyncio.ensure_future(work), asyncio.ensure_future(cut.wait())
+        try:
+            await asyncio.wait((task, stop), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if not task.done():
+            task.cancel()
+            raise Cut(self.health.out.get(url, "taken out"))
+        return task.result()
 
     def _servers(self) -> Upstream:
         if self.upstream is None:
@@ -91,7 +132,11 @@ class Gateway:
                 break
             url = ticket.worker.server.url
             try:
-                resp = await self._servers().send(url, path, pinned(body, ticket), client)
+                sent = self._servers().send(url, path, pinned(body, ticket), client)
+                resp = await self.until_cut(url, sent)
+            except Cut as err:
+                self.router.finish(ticket, 0)
+                return taken_out(ticket, err)
             except UpstreamError as err:
                 self.router.finish(ticket, 0)
                 self.health.take_out(url, str(err))
@@ -100,19 +145,23 @@ class Gateway:
                     continue
                 return error(503, "ServiceUnavailable", f"worker {ticket.worker.index} broke off: {err}")
             if body.get("stream") and resp.status == 200:
-                return RelayedStream(Relay(resp, ticket, self.router))
+                return RelayedStream(Relay(resp, ticket, self.router, self.streams.setdefault(url, set())))
             return await self._whole(resp, ticket)
         return error(503, "ServiceUnavailable", "no server can take the request: "
                      + ("; ".join(reasons) or "every server is taken out (failed health probes)"))
 
     async def _whole(self, resp: aiohttp.ClientResponse, ticket: Ticket) -> Response:
         produced = 0
+        url = ticket.worker.server.url
         try:
-            data = await resp.read()
+            data = await self.until_cut(url, resp.read())
             if resp.status == 200:
                 produced = output_tokens(json.loads(data))
+        except Cut as err:
+            resp.close()
+            return taken_out(ticket, err)
         except (aiohttp.ClientError, TimeoutError) as err:
-            self.health.take_out(ticket.worker.server.url, f"broke off a request: {err}")
+            self.health.take_out(url, f"broke off a request: {err}")
             return error(503, "ServiceUnavailable", f"worker {ticket.worker.index} broke off: {err}")
         except ValueError:
             pass
@@ -124,62 +173,8 @@ class Gateway:
                         media_type=resp.headers.get("content-type", "application/json"))
 
 
-class Relay:
-    """One streamed response on its way from a server to a client. :meth:`close` (idempotent) ends it:
-    the server's connection is released (dropped when the stream did not end, so the server aborts the
-    request) and the policy hears the finish with the output tokens relayed."""
-
-    def __init__(self, resp: aiohttp.ClientResponse, ticket: Ticket, router: GatewayRouter) -> None:
-        self.resp, self.ticket, self.router = resp, ticket, router
-        self.counter = StreamCounter()
-        self.complete = self.closed = False
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """The server's bytes, each as soon as it arrives."""
-        try:
-            async for chunk in self.resp.content.iter_any():
-                self.counter.feed(chunk)
-                yield chunk
-            self.complete = True
-        except (aiohttp.ClientError, TimeoutError) as err:
-            logger.warning("worker %d broke off a stream: %s", self.ticket.worker.index, err)
-        finally:
-            self.close()
-
-    def close(self) -> None:
-        if self.closed:
-            return
-        self.closed = True
-        if self.complete:
-            self.resp.release()
-        else:
-            self.resp.close()
-        self.router.finish(self.ticket, self.counter.tokens)
-
-
-class RelayedStream(StreamingResponse):
-    """A streaming response that closes its :class:`Relay` however it ends (also when the client left
-    before the first chunk, when the relay's generator never ran)."""
-
-    def __init__(self, relay: Relay) -> None:
-        super().__init__(relay.chunks(), status_code=200,
-                         media_type=relay.resp.headers.get("content-type", "text/event-stream"))
-        self.relay = relay
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.relay.close()
-
-
-def pinned(body: dict[str, Any], ticket: Ticket) -> bytes:
-    """``body`` as sent to the ticket's server: the client's pins dropped, the gateway's rank pinned."""
-    out = {k: v for k, v in body.items() if k not in PIN_FIELDS}
-    rank = ticket.worker.pinned_rank()
-    if rank is not None:
-        out["routed_dp_rank"] = rank
-    return json.dumps(out).encode()
+def taken_out(ticket: Ticket, why: Exception) -> JSONResponse:
+    return error(503, "ServiceUnavailable", f"{where(ticket)} was taken out: {why}")
 
 
 def make_app(gateway: Gateway) -> FastAPI:
@@ -190,12 +185,16 @@ def make_app(gateway: Gateway) -> FastAPI:
         config = gateway.config
         async with make_session(config.request_timeout) as session:
             upstream = gateway.upstream = Upstream(session, config.client_header, config.token)
-            watcher = asyncio.create_task(gateway.health.watch(
-                lambda url: upstream.healthy(url, config.health_timeout), config.health_interval))
+            tasks = [asyncio.create_task(gateway.health.watch(
+                lambda url: upstream.healthy(url, config.health_timeout), config.health_interval))]
+            if gateway.listener is not None:
+                tasks += [asyncio.create_task(gateway.listener.run()),
+                          asyncio.create_task(gateway.watch_feedback(min(0.5, config.heartbeat_timeout / 4)))]
             try:
                 yield
             finally:
-                watcher.cancel()
+                for task in tasks:
+                    task.cancel()
                 gateway.upstream = None
 
     app = FastAPI(title="sglang-fair gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
@@ -215,7 +214,8 @@ def make_app(gateway: Gateway) -> FastAPI:
             return error(502, "BadGateway", str(err))
 
     async def state() -> Any:
-        return {**gateway.router.state(), "servers_out": gateway.health.out}
+        heard = gateway.listener.counts if gateway.listener is not None else None
+        return {**gateway.router.state(), "servers_out": gateway.health.out, "feedback": heard}
 
     async def health() -> Any:
         return {"status": "ok"}
@@ -234,14 +234,25 @@ async def discover_servers(config: GatewayConfig) -> WorkerTable:
 
 
 def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
-    """The gateway over ``table`` with the configured routing policy (one global tree for all workers)."""
+    """The gateway over ``table`` with the configured routing policy (one global tree for all
+    workers), hearing the feedback ports of the servers that have one."""
     policy = make_routing_policy(config.routing(len(table)))
-    return Gateway(config, table, GatewayRouter(policy, table))
+    listener = None
+    if sources(table):
+        heard = [w.index for w in table if w.server.feedback_endpoint]
+        liveness = Liveness(heard, config.heartbeat_timeout, config.stall_timeout, time.monotonic())
+
+        def on_evict(worker: int, tokens: bytes, start: int) -> None:
+            policy.on_evict(worker, tokens, min(start, len(tokens) // WIDTH))
+
+        listener = FeedbackListener(table, config.curve_keys, on_evict, liveness)
+    return Gateway(config, table, GatewayRouter(policy, table), listener)
 
 
 def serve(config: GatewayConfig) -> int:
-    """Discover the servers, then serve until interrupted."""
+    """Discover the servers, hear every feedback port once, then serve until interrupted."""
     table = asyncio.run(discover_servers(config))
+    wait_first_beats(table, config.curve_keys, config.discovery_timeout)
     gateway = build_gateway(config, table)
     print(f"sglang-fair gateway: {len(table.servers)} servers of {table.model!r}, {len(table)} workers, "
           f"policy {config.router.policy}, on http://{config.host}:{config.port}", flush=True)

@@ -3,6 +3,7 @@
 ``sglang-fair gateway --worker-urls http://HOST:PORT,... [--port P] [--router-policy NAME]`` routes
 every request to a (server, DP rank) with one routing policy over all their workers and pins the
 rank, so each server's own router does not route it again. Needs the ``gateway`` extra.
+``sglang-fair keys DIR`` makes the CurveZMQ keys of the servers' feedback ports (``curve.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.gateway.config import add_gateway_flags, gateway_config
+from sglang_fair.sglang_plugin.curve import GATEWAY, make_keys
 
 
 def register(subparsers: Any) -> None:
@@ -25,6 +27,25 @@ def register(subparsers: Any) -> None:
     )
     add_gateway_flags(parser)
     parser.set_defaults(func=run)
+    keys = subparsers.add_parser(
+        "keys", help="make the CurveZMQ keys of the servers' feedback ports",
+        description="Write the fleet's server key pair and one pair per gateway into DIR (ZeroMQ "
+                    "certificate files): servers take --feedback-keys DIR with server.key_secret and the "
+                    "gateway*.key files, gateways --feedback-keys DIR with their .key_secret and server.key.",
+        allow_abbrev=False,
+    )
+    keys.add_argument("directory", metavar="DIR", help="where to write the keys (refuses to overwrite)")
+    keys.add_argument("--gateway-names", default=GATEWAY,
+                      help="comma-separated names of the gateways' key pairs, each starting with 'gateway' "
+                           "(default: gateway)")
+    keys.set_defaults(func=write_keys)
+
+
+def write_keys(args: argparse.Namespace) -> int:
+    names = [n.strip() for n in str(args.gateway_names).split(",") if n.strip()]
+    for path in make_keys(args.directory, names):
+        print(path)
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:

@@ -3,7 +3,9 @@
 ``--worker-urls`` names the servers; the routing policy and its knobs are the router's own
 ``--router-...`` flags (:class:`RouterConfig`; the worker count comes from discovery), the cost the
 ``--w-e``/``--w-q``/``--client-weights`` of :class:`CostModel`, and client identity the same
-``--client-keys``/``--client-header`` as ``serve``, so one key file serves both.
+``--client-keys``/``--client-header`` as ``serve``, so one key file serves both; the servers'
+feedback ports are heard with ``--feedback-keys`` (CurveZMQ) and judged by ``--heartbeat-timeout``
+and ``--stall-timeout``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
+from sglang_fair.sglang_plugin.curve import CurveKeys, gateway_keys
 from sglang_fair.sglang_plugin.gateway_trust import GatewayToken, load_token_file
 from sglang_fair.sglang_plugin.keys import KeyTable, load_key_file
 
@@ -47,9 +50,22 @@ class GatewayConfig:
                 "taken out, one that passes is taken back"})
     health_timeout: float = field(default=10.0, metadata={
         "help": "seconds a health probe may take (SGLang's /health serves a one-token request)"})
+    feedback_keys: str = field(default="", metadata={
+        "help": "directory of CurveZMQ keys (`sglang-fair keys DIR`): this gateway's "
+                "<--feedback-key-name>.key_secret and the servers' server.key; needed for servers whose "
+                "feedback port speaks CURVE"})
+    feedback_key_name: str = field(default="gateway", metadata={
+        "help": "which gateway key pair of --feedback-keys is this gateway's"})
+    heartbeat_timeout: float = field(default=5.0, metadata={
+        "help": "seconds without a heartbeat on a server's feedback port before the server is taken out "
+                "and its requests in flight fail with 503"})
+    stall_timeout: float = field(default=60.0, metadata={
+        "help": "seconds a worker's loop may stand still with requests in flight before its server is "
+                "taken out (longer than the longest model step)"})
     router: RouterConfig = field(default_factory=RouterConfig)
     key_table: KeyTable = field(default_factory=KeyTable)
     token: GatewayToken = field(default_factory=GatewayToken)
+    curve_keys: CurveKeys | None = None
 
     def __post_init__(self) -> None:
         urls = self.urls()
@@ -65,6 +81,8 @@ class GatewayConfig:
         require(self.request_timeout > 0, "--request-timeout must be > 0")
         require(self.health_interval > 0, "--health-interval must be > 0")
         require(self.health_timeout > 0, "--health-timeout must be > 0")
+        require(self.heartbeat_timeout > 0, "--heartbeat-timeout must be > 0")
+        require(self.stall_timeout > 0, "--stall-timeout must be > 0")
         require(self.router.policy in ROUTING_POLICIES.names(),
                 f"--router-policy {self.router.policy!r}: known {', '.join(ROUTING_POLICIES.names())}")
 
@@ -99,8 +117,11 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
     router = from_flags(RouterConfig, args, cost=from_flags(CostModel, args))
     keys = str(getattr(args, "client_keys", "") or "")
     token = str(getattr(args, "gateway_token_file", "") or "")
+    curve = str(getattr(args, "feedback_keys", "") or "")
+    name = str(getattr(args, "feedback_key_name", "") or "gateway")
     config = from_flags(GatewayConfig, args, router=router,
                         key_table=load_key_file(keys) if keys else KeyTable(),
-                        token=load_token_file(token) if token else GatewayToken())
+                        token=load_token_file(token) if token else GatewayToken(),
+                        curve_keys=gateway_keys(curve, name) if curve else None)
     config.cost()  # a weight conflict is an error at once
     return config

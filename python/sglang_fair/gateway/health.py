@@ -1,8 +1,9 @@
-"""Which servers take requests: a server that cannot be reached, or fails a health probe, is taken out
-(its workers marked dead in the routing policy, so new requests go elsewhere); a probe it passes takes
-it back. The probe is SGLang's ``GET /health`` (it answers once the scheduler has served a one-token
-request, so a stalled scheduler fails it), every ``--health-interval`` seconds with
-``--health-timeout``.
+"""Which servers take requests: a server that cannot be reached, fails a health probe, or whose feedback
+says a worker is dead or stalled (``feedback.py``) is taken out (its workers marked dead in the
+routing policy, so new requests go elsewhere); it is taken back once each source that took it out
+passes again (a probe, moving heartbeats). The probe is SGLang's ``GET /health`` (it answers once
+the scheduler has served a one-token request, so a stalled scheduler fails it), every
+``--health-interval`` seconds with ``--health-timeout``.
 """
 
 from __future__ import annotations
@@ -19,23 +20,36 @@ Probe = Callable[[str], Awaitable[bool]]  # a server's base URL -> healthy?
 
 
 class ServerHealth:
-    """The servers taken out, kept in step with the policy's dead workers (one event loop: no lock)."""
+    """The servers taken out, kept in step with the policy's dead workers (one event loop: no lock).
+    A server is out while any source (``probe``, ``feedback``, ``send``) holds it out; the view
+    ``out`` gives each one's first reason."""
 
     def __init__(self, table: WorkerTable, policy: RoutingPolicy) -> None:
         self.table, self.policy = table, policy
-        self.out: dict[str, str] = {}  # base URL -> why it was taken out
+        self.reasons: dict[str, dict[str, str]] = {}  # base URL -> source -> why it was taken out
 
-    def take_out(self, url: str, why: str) -> None:
-        if url in self.out:
+    @property
+    def out(self) -> dict[str, str]:
+        return {url: next(iter(why.values())) for url, why in self.reasons.items()}
+
+    def take_out(self, url: str, why: str, source: str = "probe") -> None:
+        held = self.reasons.setdefault(url, {})
+        if source in held:
             return
-        self.out[url] = why
-        for worker in self.table.of_server(url):
-            self.policy.mark_dead(worker.index)
+        held[source] = why
+        if len(held) == 1:
+            for worker in self.table.of_server(url):
+                self.policy.mark_dead(worker.index)
         logger.warning("gateway: %s taken out: %s", url, why)
 
-    def take_back(self, url: str) -> None:
-        if self.out.pop(url, None) is None:
+    def take_back(self, url: str, source: str = "probe") -> None:
+        held = self.reasons.get(url, {})
+        if held.pop(source, None) is None:
             return
+        if held:
+            logger.warning("gateway: %s passes its %s check, still out: %s", url, source, self.out[url])
+            return
+        del self.reasons[url]
         for worker in self.table.of_server(url):
             self.policy.mark_alive(worker.index)
         logger.warning("gateway: %s healthy again, taken back", url)

@@ -1,7 +1,8 @@
 """The servers behind the gateway and their workers: what each URL serves, and the global worker table.
 
 A server is discovered from its URL alone: ``GET /server_info`` (SGLang's resolved server arguments)
-gives its ``served_model_name`` and ``dp_size``. Every server must serve the same model; the gateway
+gives its ``served_model_name`` and ``dp_size``, ``GET /sglang_fair/feedback`` its feedback port
+(404: it publishes none; ``feedback.py``). Every server must serve the same model; the gateway
 numbers all their data-parallel workers 0..W-1 (server by server, in the order of ``--worker-urls``,
 rank by rank), and the routing policy sees only those global indices.
 """
@@ -9,21 +10,27 @@ rank by rank), and the routing policy sees only those global indices.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.sglang_plugin.feedback_hub import ADVERT_PATH
 
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """One ``sglang-fair serve`` instance: its base URL, the model it serves, its DP size."""
+    """One ``sglang-fair serve`` instance: its base URL, the model it serves, its DP size, and where
+    it publishes feedback (``tcp://HOST:PORT``; empty: nowhere) and whether over CURVE."""
 
     url: str
     model: str
     dp_size: int
+    feedback_endpoint: str = ""
+    feedback_curve: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,17 @@ def server_info(url: str, info: Any) -> ServerInfo:
     return ServerInfo(url, model, dp_size)
 
 
+def with_feedback(server: ServerInfo, advert: Any) -> ServerInfo:
+    """``server`` with the feedback port of its ``/sglang_fair/feedback`` answer, on its URL's host."""
+    port = advert.get("port") if isinstance(advert, dict) else None
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 < port < 65536:
+        raise ConfigError(f"{server.url}{ADVERT_PATH}: expected a JSON object with a port in 1..65535")
+    host = urlsplit(server.url).hostname or "127.0.0.1"
+    host = f"[{host}]" if ":" in host else host
+    return dataclasses.replace(server, feedback_endpoint=f"tcp://{host}:{port}",
+                               feedback_curve=bool(advert.get("curve")))
+
+
 def check_same_model(servers: Sequence[ServerInfo]) -> None:
     """Every server must serve one model (a :class:`ConfigError` lists which serves what)."""
     if len({s.model for s in servers}) > 1:
@@ -92,13 +110,20 @@ def check_same_model(servers: Sequence[ServerInfo]) -> None:
 async def discover(urls: Sequence[str], fetch: Callable[[str, str], Awaitable[Any]],
                    timeout: float, clock: Callable[[], float] = time.monotonic) -> WorkerTable:
     """The worker table of the servers at ``urls``; ``fetch(url, path)`` returns a JSON answer or
-    raises ``OSError`` (a server still starting is asked again, every 0.5 s, up to ``timeout``)."""
+    raises ``OSError`` (with ``status`` 404 when the path is not served; a server still starting is
+    asked again, every 0.5 s, up to ``timeout``)."""
 
     async def one(url: str) -> ServerInfo:
         deadline = clock() + timeout
         while True:
             try:
-                return server_info(url, await fetch(url, "/server_info"))
+                server = server_info(url, await fetch(url, "/server_info"))
+                try:
+                    return with_feedback(server, await fetch(url, ADVERT_PATH))
+                except OSError as err:
+                    if getattr(err, "status", None) == 404:
+                        return server
+                    raise
             except OSError as err:
                 if clock() >= deadline:
                     raise ConfigError(f"{url}: no answer from /server_info within {timeout:.0f} s "

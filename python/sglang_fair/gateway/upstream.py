@@ -22,6 +22,14 @@ class UpstreamError(OSError):
     """A server could not be reached or did not answer as expected."""
 
 
+class HttpStatus(UpstreamError):
+    """A server answered, with an HTTP status other than 200 (``status``)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class Unreachable(UpstreamError):
     """No connection to the server was made: the request was not started there."""
 
@@ -78,7 +86,7 @@ class Upstream:
 async def _json(resp: aiohttp.ClientResponse, where: str) -> Any:
     text = await resp.text()
     if resp.status != 200:
-        raise UpstreamError(f"{where}: HTTP {resp.status}: {text[:200]}")
+        raise HttpStatus(f"{where}: HTTP {resp.status}: {text[:200]}", resp.status)
     try:
         return json.loads(text)
     except ValueError:

@@ -23,6 +23,7 @@ from sglang_fair.batching import BatchingConfig
 from sglang_fair.core.cost import CostModel, parse_weights
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
+from sglang_fair.sglang_plugin.feedback_hub import FeedbackConfig
 from sglang_fair.sglang_plugin.gateway_trust import GatewayToken, load_token_file
 from sglang_fair.sglang_plugin.keys import KeyTable, load_key_file
 
@@ -42,12 +43,14 @@ class FairConfig:
     """What ``sglang-fair serve`` adds to SGLang's flags, over the core's own configs: Q^u
     (``--fair-quantum``, :class:`AdmissionConfig`), the cost (``--w-e``, ``--w-q``,
     ``--client-weights``, :class:`CostModel`), client identity (``--client-keys``,
-    ``--client-header``), the trusted gateway (``--gateway-token-file``), and batch formation
+    ``--client-header``), the trusted gateway (``--gateway-token-file``) and the feedback it hears
+    (``--feedback-...``, :class:`FeedbackConfig`), and batch formation
     (``--batch-policy fairbatching``: the time-budget chunk sizing of ``chunk_sizer.py``,
     :class:`BatchingConfig`). The admission policy's name is SGLang's ``--schedule-policy``."""
 
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     batching: BatchingConfig = field(default_factory=BatchingConfig)
+    feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
     client_keys: str = field(
         default="", metadata={"help": "file of 'API_KEY CLIENT [WEIGHT]' lines; enables 401 for other keys"}
     )
@@ -129,6 +132,7 @@ class FairConfig:
         flags = {**_values(self.admission, AdmissionConfig.flag_prefix, skip=("policy", "cost")),
                  **_values(self.admission.cost),
                  **_values(self.batching, BatchingConfig.flag_prefix, skip=BATCHING_SKIP),
+                 **_values(self.feedback, FeedbackConfig.flag_prefix),
                  **_values(self)}
         return json.dumps(flags)
 
@@ -138,6 +142,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, AdmissionConfig, skip=("policy",))
     add_flags(parser, CostModel)
     add_flags(parser, BatchingConfig, skip=BATCHING_SKIP)
+    add_flags(parser, FeedbackConfig)
     add_flags(parser, FairConfig)
 
 
@@ -155,6 +160,7 @@ def build_config(values: Mapping[str, Any]) -> FairConfig:
     path = str(getattr(args, "client_keys", "") or "")
     token_path = str(getattr(args, "gateway_token_file", "") or "")
     return from_flags(FairConfig, args, admission=admission, batching=from_flags(BatchingConfig, args),
+                      feedback=from_flags(FeedbackConfig, args),
                       key_table=load_key_file(path) if path else KeyTable(),
                       gateway_token=load_token_file(token_path) if token_path else GatewayToken())
 

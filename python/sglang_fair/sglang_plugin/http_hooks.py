@@ -1,4 +1,5 @@
-"""Hooks in the HTTP (tokenizer-manager) process: client identity, ``/fairness``, warm-up window."""
+"""Hooks in the HTTP (tokenizer-manager) process: client identity, ``/fairness``, the feedback
+port's advert ``/sglang_fair/feedback`` (``feedback_hub.py``), warm-up window."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_from_env
 from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
+from sglang_fair.sglang_plugin.feedback_hub import ADVERT_PATH, make_advert_endpoint
 from sglang_fair.sglang_plugin.gateway_trust import PinnedRankMiddleware
 from sglang_fair.sglang_plugin.identity import SCOPE_KEY, ClientIdentityMiddleware, is_trusted, resolve_hosts
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
@@ -95,6 +97,8 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     router = link_from_env() is not None
     check_edge(server_args, config, router)
     app.add_route("/fairness", make_fairness_endpoint(config), methods=["GET"])
+    if config.feedback.enabled:
+        app.add_route(ADVERT_PATH, make_advert_endpoint(config.feedback), methods=["GET"])
     app.state.sglang_fair_installed = True
     if identity_needed(policy, config, router):
         app.add_middleware(

@@ -21,7 +21,7 @@ from sglang_fair.sglang_plugin.keys import KeyTable
 DEFAULT_CLIENT = "default"
 SCOPE_KEY = "sglang_fair_client"
 TRUST_KEY = "sglang_fair_gateway"  # set by gateway_trust.PinnedRankMiddleware
-OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/fairness"})
+OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/fairness", "/sglang_fair/feedback"})
 CLIENT_LISTING_PATHS = frozenset({"/metrics", "/fairness"})  # need a key when keys are configured
 WARMUP_CLIENT = "__warmup__"
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})

@@ -18,6 +18,7 @@ from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin import PLUGIN_NAME
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FAIR_POLICIES, FairConfig
 from sglang_fair.sglang_plugin.defaults import fair_unsupported, with_defaults
+from sglang_fair.sglang_plugin.feedback_hub import FeedbackHub
 from sglang_fair.sglang_plugin.http_hooks import check_edge
 from sglang_fair.sglang_plugin.router_launch import (
     RouterPlan,
@@ -25,8 +26,10 @@ from sglang_fair.sglang_plugin.router_launch import (
     flag_value,
     plan_router,
     start_router,
+    with_eviction_feed,
 )
 from sglang_fair.sglang_plugin.router_link import RouterSettings
+from sglang_fair.sglang_plugin.tmpdirs import private_dir
 
 logger = logging.getLogger("sglang_fair")
 
@@ -92,19 +95,22 @@ def _load_plugins_or_fail() -> None:
 
 def run(config: FairConfig, sglang_args: Sequence[str], router: RouterSettings | None = None) -> int:
     """Validate, export, load the plugin, parse SGLang's flags, fill in the fair defaults where the
-    user chose no policy (``defaults.py``), start the router if one is asked for, and serve until
-    the server exits."""
+    user chose no policy (``defaults.py``), start the router if one is asked for and the feedback
+    hub if ``--feedback-port`` is given, and serve until the server exits."""
     export_environment(config, sglang_args)
     _load_plugins_or_fail()
     from sglang.launch_server import run_server
     from sglang.srt.server_args import prepare_server_args
     from sglang.srt.utils import kill_process_tree
 
+    if config.feedback.enabled:
+        sglang_args = with_eviction_feed(sglang_args)
     plan, server_args, notices = resolve(sglang_args, prepare_server_args)
     for notice in notices:
         logger.warning(notice)
     check_combination(config, server_args)
     check_edge(server_args, config, plan.policy is not None)
+    hub = FeedbackHub(config.feedback, private_dir("sgl-hub-")).start() if config.feedback.enabled else None
     process = None
     if plan.policy is not None:
         process = start_router(plan.policy, server_args.dp_size, router or RouterSettings(), config)
@@ -113,5 +119,7 @@ def run(config: FairConfig, sglang_args: Sequence[str], router: RouterSettings |
     finally:
         if process is not None:
             process.stop()
+        if hub is not None:
+            hub.stop()
         kill_process_tree(os.getpid(), include_parent=False)
     return 0

@@ -69,7 +69,7 @@ def report_prefill_budget(scheduler: Any, batch: Any, sizer: ChunkSizer | None) 
     from sglang_fair.sglang_plugin.worker_hooks import worker_link
 
     link = worker_link(create=False)
-    if link is None or not link.link.prefill_budget:
+    if link is None or link.link is None or not link.link.prefill_budget:
         return
     reporter = getattr(scheduler, REPORTER_ATTR, None)
     if reporter is None:

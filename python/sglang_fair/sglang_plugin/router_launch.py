@@ -66,10 +66,20 @@ def plan_router(sglang_args: Sequence[str]) -> RouterPlan:
     if found is None or found[1] not in ROUTER_METHODS:
         return RouterPlan(None, args)
     index, policy = found
-    if find_flag(args, KV_FLAG) is not None:
-        raise ConfigError(f"{LB_FLAG} {policy} feeds the router from SGLang's KV events: drop {KV_FLAG}")
     args[index] = "round_robin" if args[index] == policy else f"{LB_FLAG}=round_robin"
-    return RouterPlan(policy, [*args, KV_FLAG, KV_EVENTS])
+    return RouterPlan(policy, with_eviction_feed(args))
+
+
+def with_eviction_feed(args: Sequence[str]) -> list[str]:
+    """``args`` with SGLang's KV events going to the plugin's eviction feed (the router's and the
+    gateways' view of each cache); a user's own ``--kv-events-config`` is refused."""
+    found = find_flag(args, KV_FLAG)
+    if found is None:
+        return [*args, KV_FLAG, KV_EVENTS]
+    if found[1] != KV_EVENTS:
+        raise ConfigError(f"the router ({LB_FLAG} with a routing policy) and --feedback-port feed on "
+                          f"SGLang's KV events: drop {KV_FLAG}")
+    return list(args)
 
 
 def check_router_args(plan: RouterPlan, server_args: Any) -> RouterPlan:

@@ -1,13 +1,17 @@
-"""Inside each SGLang scheduler: the worker's side of the router <-> worker boundary.
+"""Inside each SGLang scheduler: the worker's side of the router <-> worker boundary, and its feedback
+to the server's gateway hub.
 
-:class:`WorkerLink` binds the worker's inbox, turns the router's ``Dispatch`` into SGLang's own
-tokenized request (decoded as SGLang's receiver would) and ``Cancel`` into an ``AbortReq``, and sends
-the router ``Finished`` (streamed finish or abort) and ``Evicted`` (from SGLang's KV cache events, via
-:class:`EvictionPublisher`); a router's ``Hello`` (sent when it starts) is answered with ``Holding``,
-the routed requests this worker holds, so a restarted router knows them. A thread sends a
-``Heartbeat`` every ``heartbeat_interval`` seconds with the number of loop iterations so far: a dead
-process goes silent, a hung loop stops counting, and a long model step is neither. Feedback never
-blocks the scheduler: when the router is gone, notices are dropped (and counted).
+:class:`WorkerLink` binds the worker's inbox when a router runs, turns the router's ``Dispatch`` into
+SGLang's own tokenized request (decoded as SGLang's receiver would) and ``Cancel`` into an
+``AbortReq``, and sends ``Finished`` (streamed finish or abort) and ``Evicted`` (from SGLang's KV
+cache events, via :class:`EvictionPublisher`); a router's ``Hello`` (sent when it starts) is
+answered with ``Holding``, the routed requests this worker holds, so a restarted router knows them.
+A thread sends a ``Heartbeat`` every heartbeat interval with the number of loop iterations so far: a
+dead process goes silent, a hung loop stops counting, and a long model step is neither. Every notice
+goes to the router's feedback socket and, with ``serve --feedback-port``, to the server's
+:class:`~sglang_fair.sglang_plugin.feedback_hub.FeedbackHub` (for gateways); a server without a
+router has only the latter. Feedback never blocks the scheduler: a receiver that is gone has its
+notices dropped (and counted).
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ from typing import Any
 
 import zmq
 
+from sglang_fair.sglang_plugin.config import config_from_env
 from sglang_fair.sglang_plugin.evictions import BlockIndex, Removal
+from sglang_fair.sglang_plugin.feedback_hub import hub_from_env
 from sglang_fair.sglang_plugin.router_link import RouterLink, decode_payload, link_from_env
 from sglang_fair.sglang_plugin.state import client_of
 from sglang_fair_router import worker_msgs as wm
@@ -30,14 +36,19 @@ DEVICE_TIER = (None, "GPU")  # SGLang's StorageMedium of the device cache ("GPU"
 
 
 class WorkerLink:
-    """One scheduler's sockets to the router and the requests the router sent it (rid -> client)."""
+    """One scheduler's sockets to the router and the hub, and the requests the router sent it."""
 
-    def __init__(self, link: RouterLink, rank: int) -> None:
+    def __init__(self, link: RouterLink | None, rank: int, hub: str | None = None,
+                 heartbeat_interval: float | None = None) -> None:
         self.rank, self.link = rank, link
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
-        self.inbox = self.context.socket(zmq.PULL)
-        self.inbox.bind(link.worker(rank))
-        self.feedback = self._feedback_socket()
+        self.inbox: zmq.Socket[bytes] | None = None
+        if link is not None:
+            self.inbox = self.context.socket(zmq.PULL)
+            self.inbox.bind(link.worker(rank))
+        self.receivers = [e for e in (link.feedback if link else None, hub) if e is not None]
+        self.interval = heartbeat_interval or (link.heartbeat_interval if link else 0.5)
+        self.feedback = self._feedback_sockets()
         self.routed: dict[str, str] = {}  # rid -> client, for what the router sent here, until it leaves
         self.loops = 0
         self.seq = 0
@@ -45,25 +56,28 @@ class WorkerLink:
         self.prefill_budget: int | None = None  # the latest PAB (pab_report.py), sent with heartbeats
         threading.Thread(target=self._beat, name="sglang-fair-heartbeat", daemon=True).start()
 
-    def _feedback_socket(self) -> zmq.Socket[bytes]:
-        sock = self.context.socket(zmq.PUSH)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(self.link.feedback)
-        return sock
+    def _feedback_sockets(self) -> list[zmq.Socket[bytes]]:
+        socks = []
+        for endpoint in self.receivers:
+            sock = self.context.socket(zmq.PUSH)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.connect(endpoint)
+            socks.append(sock)
+        return socks
 
     def _beat(self) -> None:
-        sock = self._feedback_socket()  # the thread's own: ZMQ sockets are not shared across threads
+        socks = self._feedback_sockets()  # the thread's own: ZMQ sockets are not shared across threads
         while True:
             self.seq += 1
             beat = wm.Heartbeat(worker=self.rank, seq=self.seq, inflight=len(self.routed), loops=self.loops,
                                 prefill_budget=self.prefill_budget)
-            self._send(beat, sock)
-            time.sleep(self.link.heartbeat_interval)
+            self._send(beat, socks)
+            time.sleep(self.interval)
 
     def poll(self, into: list[Any]) -> None:
         """Append what the router sent since the last poll to ``into`` (once per loop iteration)."""
         self.loops += 1
-        while True:
+        while self.inbox is not None:
             try:
                 frames = self.inbox.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
@@ -110,14 +124,16 @@ class WorkerLink:
             self._send(wm.Evicted(worker=self.rank, tokens=tokens, start=start))
 
     def _send(self, msg: wm.Finished | wm.Evicted | wm.Heartbeat | wm.Holding,
-              sock: zmq.Socket[bytes] | None = None) -> None:
-        try:
-            (sock or self.feedback).send(encode(msg), zmq.NOBLOCK)
-        except zmq.Again:
-            self.dropped += 1
-            if self.dropped in (1, 100, 10_000):
-                logger.warning("sglang-fair worker %d: router not reading; %d notices dropped",
-                               self.rank, self.dropped)
+              socks: list[zmq.Socket[bytes]] | None = None) -> None:
+        frame = encode(msg)
+        for sock in self.feedback if socks is None else socks:
+            try:
+                sock.send(frame, zmq.NOBLOCK)
+            except zmq.Again:
+                self.dropped += 1
+                if self.dropped in (1, 100, 10_000):
+                    logger.warning("sglang-fair worker %d: feedback not read; %d notices dropped",
+                                   self.rank, self.dropped)
 
 
 _LINK: WorkerLink | None = None
@@ -125,15 +141,18 @@ _LOOKED = False  # whether this process has looked for a router (once: the hook 
 
 
 def worker_link(create: bool = True) -> WorkerLink | None:
-    """This scheduler's link (made on first use when a router runs and this is a DP rank's leader)."""
+    """This scheduler's link (made on first use, on a DP rank's leader, when a router runs or the
+    server publishes feedback)."""
     global _LINK, _LOOKED
     if _LINK is None and create and not _LOOKED:
         from sglang.srt.runtime_context import get_parallel
 
         _LOOKED = True
-        link, rank = link_from_env(), get_parallel().dp_rank
+        link, hub, rank = link_from_env(), hub_from_env(), get_parallel().dp_rank
         if link is not None and rank is not None:
-            _LINK = WorkerLink(link, rank)
+            _LINK = WorkerLink(link, rank, hub)
+        elif hub is not None:
+            _LINK = WorkerLink(None, rank or 0, hub, config_from_env().feedback.heartbeat_interval)
     return _LINK
 
 

@@ -1,0 +1,102 @@
+"""One response on its way back from a server: a relayed stream, the body sent with the rank pinned.
+
+:class:`Relay` passes a server's stream through chunk by chunk, counting the output tokens for the
+policy's finish; :class:`RelayedStream` is the client's side of it, closing the relay however the
+stream ends. A cut stream ends with an OpenAI-style error event instead of ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+from fastapi.responses import StreamingResponse
+
+from sglang_fair.gateway.prompt import PIN_FIELDS
+from sglang_fair.gateway.routing import GatewayRouter, Ticket
+from sglang_fair.gateway.usage import StreamCounter
+
+logger = logging.getLogger("sglang_fair.gateway")
+
+
+def where(ticket: Ticket) -> str:
+    return f"worker {ticket.worker.index} ({ticket.worker.server.url})"
+
+
+class Cut(Exception):
+    """Feedback took the server out while a request was in flight there (the reason)."""
+
+
+class Relay:
+    """One streamed response on its way from a server to a client. :meth:`close` (idempotent) ends it:
+    the server's connection is released (dropped when the stream did not end, so the server aborts the
+    request) and the policy hears the finish with the output tokens relayed. :meth:`cut` ends it
+    early with an error event (the server was taken out)."""
+
+    def __init__(self, resp: aiohttp.ClientResponse, ticket: Ticket, router: GatewayRouter,
+                 registry: set[Relay]) -> None:
+        self.resp, self.ticket, self.router, self.registry = resp, ticket, router, registry
+        self.counter = StreamCounter()
+        self.complete = self.closed = False
+        self.cut_reason = ""
+        registry.add(self)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The server's bytes, each as soon as it arrives."""
+        try:
+            async for chunk in self.resp.content.iter_any():
+                self.counter.feed(chunk)
+                yield chunk
+            self.complete = True
+        except (aiohttp.ClientError, TimeoutError) as err:
+            logger.warning("worker %d broke off a stream: %s", self.ticket.worker.index, err)
+            why = self.cut_reason or f"worker {self.ticket.worker.index} broke off: {err}"
+            yield b"data: " + json.dumps({"error": {"message": why, "type": "ServiceUnavailable",
+                                                    "code": 503}}).encode() + b"\n\n"
+        finally:
+            self.close()
+
+    def cut(self, why: str) -> None:
+        self.cut_reason = f"{where(self.ticket)} was taken out: {why}"
+        self.resp.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.registry.discard(self)
+        if self.complete:
+            self.resp.release()
+        else:
+            self.resp.close()
+        self.router.finish(self.ticket, self.counter.tokens)
+
+
+class RelayedStream(StreamingResponse):
+    """A streaming response that closes its :class:`Relay` however it ends (also when the client left
+    before the first chunk, when the relay's generator never ran)."""
+
+    def __init__(self, relay: Relay) -> None:
+        super().__init__(relay.chunks(), status_code=200,
+                         media_type=relay.resp.headers.get("content-type", "text/event-stream"))
+        self.relay = relay
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.relay.close()
+
+
+def pinned(body: dict[str, Any], ticket: Ticket) -> bytes:
+    """``body`` as sent to the ticket's server: the client's pins dropped, the gateway's rank pinned."""
+    out = {k: v for k, v in body.items() if k not in PIN_FIELDS}
+    rank = ticket.worker.pinned_rank()
+    if rank is not None:
+        out["routed_dp_rank"] = rank
+    return json.dumps(out).encode()
+
+
