@@ -210,3 +210,15 @@ def test_silence_cuts_the_requests_in_flight_and_beats_take_the_server_back(keys
 
             run(scenario)
             fake.hold.set()  # type: ignore[union-attr]
+
+
+def test_the_keys_command_writes_the_pairs_and_never_overwrites(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from sglang_fair import cli
+
+    assert cli.main(["keys", str(tmp_path / "k"), "--gateway-names", "gateway,gateway-b"]) == 0
+    assert len(capsys.readouterr().out.split()) == 6 and gateway_keys(tmp_path / "k", "gateway-b")
+    assert (tmp_path / "k" / "server.key_secret").stat().st_mode & 0o077 == 0
+    assert cli.main(["keys", str(tmp_path / "k")]) == 2
+    assert "keys exist already" in capsys.readouterr().err
+    assert cli.main(["keys", str(tmp_path / "j"), "--gateway-names", "router"]) == 2

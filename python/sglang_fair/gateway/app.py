@@ -36,11 +36,12 @@ from sglang_fair.gateway.feedback import FeedbackListener, Liveness, sources, wa
 from sglang_fair.gateway.health import ServerHealth
 from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, prompt_tokens, token_source
 from sglang_fair.gateway.relay import Cut, Relay, RelayedStream, pinned, where
-from sglang_fair.gateway.routing import GatewayRouter, Ticket
+from sglang_fair.gateway.routing import ClientOverLimit, GatewayRouter, Ticket
 from sglang_fair.gateway.servers import WorkerTable, discover
 from sglang_fair.gateway.upstream import Unreachable, Upstream, UpstreamError, make_session
 from sglang_fair.gateway.usage import output_tokens
 from sglang_fair.routing import NoWorkerError, make_routing_policy
+from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
 from sglang_fair.sglang_plugin.identity import Unauthorized, resolve_client
 
 logger = logging.getLogger("sglang_fair.gateway")
@@ -130,6 +131,8 @@ class Gateway:
                 ticket = self.router.route(client, tokens)
             except NoWorkerError:
                 break
+            except ClientOverLimit as err:
+                return error(429, "TooManyRequests", str(err), {"retry-after": "1"})
             url = ticket.worker.server.url
             try:
                 sent = self._servers().send(url, path, pinned(body, ticket), client)
@@ -187,6 +190,9 @@ def make_app(gateway: Gateway) -> FastAPI:
             upstream = gateway.upstream = Upstream(session, config.client_header, config.token)
             tasks = [asyncio.create_task(gateway.health.watch(
                 lambda url: upstream.healthy(url, config.health_timeout), config.health_interval))]
+            if gateway.router.client_ttl > 0:
+                tasks.append(asyncio.create_task(every(min(60.0, gateway.router.client_ttl / 2),
+                                                       gateway.router.expire)))
             if gateway.listener is not None:
                 tasks += [asyncio.create_task(gateway.listener.run()),
                           asyncio.create_task(gateway.watch_feedback(min(0.5, config.heartbeat_timeout / 4)))]
@@ -198,6 +204,7 @@ def make_app(gateway: Gateway) -> FastAPI:
                 gateway.upstream = None
 
     app = FastAPI(title="sglang-fair gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=gateway.config.max_body_bytes)
 
     def relay(path: str) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -246,7 +253,15 @@ def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
             policy.on_evict(worker, tokens, min(start, len(tokens) // WIDTH))
 
         listener = FeedbackListener(table, config.curve_keys, on_evict, liveness)
-    return Gateway(config, table, GatewayRouter(policy, table), listener)
+    router = GatewayRouter(policy, table, config.client_max_inflight, config.idle_ttl())
+    return Gateway(config, table, router, listener)
+
+
+async def every(interval: float, call: Callable[[], object]) -> None:
+    """Call ``call`` every ``interval`` seconds until cancelled."""
+    while True:
+        await asyncio.sleep(interval)
+        call()
 
 
 def serve(config: GatewayConfig) -> int:

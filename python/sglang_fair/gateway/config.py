@@ -50,6 +50,14 @@ class GatewayConfig:
                 "taken out, one that passes is taken back"})
     health_timeout: float = field(default=10.0, metadata={
         "help": "seconds a health probe may take (SGLang's /health serves a one-token request)"})
+    client_max_inflight: int = field(default=0, metadata={
+        "help": "requests one client may have in flight through this gateway; more get 429 with "
+                "Retry-After (0: no limit)"})
+    client_ttl: float = field(default=600.0, metadata={
+        "help": "seconds a client without requests in flight is remembered (its routing counters) when no "
+                "--client-keys are given (0: forever)"})
+    max_body_bytes: int = field(default=16 << 20, metadata={
+        "help": "largest HTTP request body; larger ones get 413 before they are read (0: no limit)"})
     feedback_keys: str = field(default="", metadata={
         "help": "directory of CurveZMQ keys (`sglang-fair keys DIR`): this gateway's "
                 "<--feedback-key-name>.key_secret and the servers' server.key; needed for servers whose "
@@ -82,9 +90,16 @@ class GatewayConfig:
         require(self.health_interval > 0, "--health-interval must be > 0")
         require(self.health_timeout > 0, "--health-timeout must be > 0")
         require(self.heartbeat_timeout > 0, "--heartbeat-timeout must be > 0")
+        require(self.client_max_inflight >= 0, "--client-max-inflight must be >= 0")
+        require(self.client_ttl >= 0, "--client-ttl must be >= 0")
+        require(self.max_body_bytes >= 0, "--max-body-bytes must be >= 0")
         require(self.stall_timeout > 0, "--stall-timeout must be > 0")
         require(self.router.policy in ROUTING_POLICIES.names(),
                 f"--router-policy {self.router.policy!r}: known {', '.join(ROUTING_POLICIES.names())}")
+
+    def idle_ttl(self) -> float:
+        """The client TTL that applies: none with keys (the key file bounds the clients), as in serve."""
+        return 0.0 if self.key_table.enabled else self.client_ttl
 
     def urls(self) -> tuple[str, ...]:
         """The servers' base URLs, without a trailing slash, in the order given."""
