@@ -207,6 +207,7 @@ def test_silence_cuts_the_requests_in_flight_and_beats_take_the_server_back(keys
                         assert again.status == 200, await again.text()
                     state: Any = await (await s.get(gw + "/gateway/state")).json()
                     assert state["feedback"]["heartbeats"] > 0 and state["servers_out"] == {}
+                    assert state["feedback"]["workers"]["0"]["heartbeat_age_s"] < 0.5
 
             run(scenario)
             fake.hold.set()  # type: ignore[union-attr]

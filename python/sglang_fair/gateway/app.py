@@ -221,7 +221,7 @@ def make_app(gateway: Gateway) -> FastAPI:
             return error(502, "BadGateway", str(err))
 
     async def state() -> Any:
-        heard = gateway.listener.counts if gateway.listener is not None else None
+        heard = gateway.listener.view() if gateway.listener is not None else None
         return {**gateway.router.state(), "servers_out": gateway.health.out, "feedback": heard}
 
     async def health() -> Any:

@@ -185,6 +185,13 @@ class FeedbackListener:
             else:
                 self.counts["skipped"] += 1
 
+    def view(self) -> dict[str, Any]:
+        """What arrived, and per worker the age of its last heartbeat and its loop count."""
+        now = self.clock()
+        return {**self.counts, "workers": {
+            w: {"heartbeat_age_s": round(now - b.seen, 3), "loops": b.loops}
+            for w, b in self.liveness.beats.items()}}
+
     def verdicts(self, busy: Callable[[int], bool]) -> Iterator[tuple[str, str | None]]:
         """(server URL, why it is out or None) for every server with a feedback port."""
         now = self.clock()
