@@ -25,6 +25,9 @@ MAX_INFLIGHT = 3
 OPS = {"Authorization": "Bearer k-ops"}
 CONTEXT = 4096
 GOOD = {"model": "m", "prompt": "the fair share", "max_tokens": 2}
+SERVER_ARGS = ("--schedule-policy", "dlpm_light", "--max-running-requests", "8",
+               "--max-total-tokens", "20000", "--context-length", str(CONTEXT), "--fairness-admins", "ops",
+               "--client-max-inflight", str(MAX_INFLIGHT))
 
 
 @pytest.fixture(scope="module")
@@ -32,10 +35,7 @@ def url(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     tmp = tmp_path_factory.mktemp("bad-input")
     keys = tmp / "keys.txt"
     keys.write_text("".join(f"{key} {client}\n" for client, key in KEYS.items()))
-    args = ("--schedule-policy", "dlpm_light", "--max-running-requests", "8", "--max-total-tokens", "20000",
-            "--context-length", str(CONTEXT), "--client-keys", str(keys), "--fairness-admins", "ops",
-            "--client-max-inflight", str(MAX_INFLIGHT))
-    with running_server(tiny_model, args, tmp / "server.log") as base:
+    with running_server(tiny_model, (*SERVER_ARGS, "--client-keys", str(keys)), tmp / "server.log") as base:
         yield base
 
 

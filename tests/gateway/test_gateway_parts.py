@@ -42,6 +42,8 @@ def test_prompt_tokens_asks_the_server_only_for_text() -> None:
     assert asyncio.run(prompt_tokens({"prompt": "batch"}, tokenize)) == [9, 9]
     assert asyncio.run(prompt_tokens({"prompt": "x"}, broken)) == []  # routes on nothing; the server answers
     assert asyncio.run(prompt_tokens(None, tokenize)) == []
+    assert asyncio.run(prompt_tokens([5, -3], tokenize)) == []  # not a key: routes on nothing, the
+    assert asyncio.run(prompt_tokens([1 << 32], tokenize)) == []  # server answers its 400
 
 
 def test_output_tokens_of_a_whole_answer() -> None:

@@ -53,7 +53,7 @@ async def prompt_tokens(source: TokenSource,
     """The token ids of ``source``; ``tokenize(body)`` is a server's ``/tokenize`` answer. A prompt the
     server cannot tokenize routes on no tokens (the server then answers the request's real error)."""
     if source is None or isinstance(source, list):
-        return list(source or [])
+        return _keys(source or [])
     try:
         answer = await tokenize(source)
     except OSError:
@@ -61,4 +61,12 @@ async def prompt_tokens(source: TokenSource,
     ids = answer.get("tokens") if isinstance(answer, dict) else None
     if isinstance(ids, list) and ids and isinstance(ids[0], list):
         ids = ids[0]
-    return [t for t in ids if isinstance(t, int)] if isinstance(ids, list) else []
+    return _keys(ids) if isinstance(ids, list) else []
+
+
+def _keys(ids: list[Any]) -> list[int]:
+    """``ids`` when every one can key the tree (an int in [0, 2**32)), else none: a request with an
+    id out of range routes on nothing, and its server answers the error (400, outside the vocabulary)."""
+    if all(isinstance(t, int) and 0 <= t < 1 << 32 for t in ids):
+        return list(ids)
+    return []

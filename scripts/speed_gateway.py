@@ -1,0 +1,278 @@
+"""How far one ``sglang-fair gateway`` process goes: its saturation throughput, the latency it adds and
+where its CPU time goes, against stub servers that answer at once (no SGLang, no model).
+
+    python scripts/speed_gateway.py [--seconds 10] [--concurrency 64] [--rate 200] [--profile]
+        [--json results/speed_gateway.json]
+
+One stub process (aiohttp, two ports: the gateway sees two servers of one worker each) answers
+``/server_info``, ``/health``, ``/tokenize`` (one id per word of the prompt) and ``/generate`` and
+``/v1/chat/completions`` (a fixed 8-token answer) without waiting. The gateway (default policy,
+``fair_cache_aware``) runs in its own process; on a machine with two or more cores it is pinned to
+core 0 and the stub and this load generator to core 1. Requests are non-streamed chat completions of
+a ~200-word prompt (one of 16 shared 180-word prefixes plus a question: the policy's tree has work to
+do), which cost the gateway a ``/tokenize`` round trip, and ``/generate`` with ``input_ids``, which
+do not.
+
+1. Saturation: ``--concurrency`` requests kept in flight for ``--seconds``, through the gateway and
+   directly to the stub (the stub and load generator's own ceiling); requests/s.
+2. Added latency: open-loop Poisson arrivals at ``--rate`` per second for ``--seconds``, alternating
+   direct and through the gateway; p50/p99 of each and their difference.
+3. ``--profile``: py-spy (``pip install py-spy``; ``--py-spy PATH``) samples the gateway during a
+   saturation run of chats: the share of its busy samples under each step of the request's path
+   (inclusive), and by the library its innermost frame is in (exclusive, sums to 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import zlib
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from sglang_fair.harness.server import free_ports, get_json, stop, wait_ready
+
+PREFIXES = [" ".join(f"w{p}x{i}" for i in range(180)) for p in range(16)]
+ANSWER = {"id": "c", "object": "chat.completion", "model": "stub",
+          "choices": [{"index": 0, "message": {"role": "assistant", "content": "x" * 8},
+                       "finish_reason": "length"}],
+          "usage": {"prompt_tokens": 200, "completion_tokens": 8, "total_tokens": 208}}
+GENERATED = {"text": "x" * 8, "meta_info": {"prompt_tokens": 200, "completion_tokens": 8}}
+# inclusive shares of the gateway's busy samples: (label, a frame's text contains this)
+STEPS = (("Gateway.relay (the whole handler)", "relay (sglang_fair/gateway/app.py"),
+         ("  prompt_tokens (the /tokenize round trip)", "prompt_tokens (sglang_fair/gateway/prompt.py"),
+         ("  GatewayRouter.route (the policy's decision)", "route (sglang_fair/gateway/routing.py"),
+         ("  Upstream.send (the request to the server)", "send (sglang_fair/gateway/upstream.py"),
+         ("  Gateway._whole (read the answer, policy finish)", "_whole (sglang_fair/gateway/app.py"))
+# exclusive shares: the sample's innermost frame's file names the library (first match)
+LIBRARIES = (("json", ("json/",)), ("uvicorn + h11 (HTTP server)", ("uvicorn/", "h11/", "httptools")),
+             ("fastapi + starlette + anyio", ("fastapi/", "starlette/", "anyio/", "pydantic")),
+             ("aiohttp + yarl + multidict (client)", ("aiohttp/", "yarl/", "multidict/")),
+             ("routing policy + tree (sglang_fair.routing/core)",
+              ("sglang_fair/routing/", "sglang_fair/core/")),
+             ("gateway's own code (sglang_fair)", ("sglang_fair/",)),
+             ("asyncio event loop, sockets", ("asyncio/", "uvloop", "selectors", "socket")))
+
+
+def stub_app() -> web.Application:
+    """The stub server: every answer at once."""
+    async def server_info(_: web.Request) -> web.Response:
+        return web.json_response({"served_model_name": "stub", "model_path": "/stub", "dp_size": 1})
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def tokenize(request: web.Request) -> web.Response:
+        body = await request.json()
+        text = body.get("prompt") or " ".join(str(m.get("content")) for m in body.get("messages", []))
+        ids = [zlib.crc32(w.encode()) & 0xFFFF for w in str(text).split()]
+        return web.json_response({"tokens": ids, "count": len(ids)})
+
+    async def chat(request: web.Request) -> web.Response:
+        await request.read()
+        return web.json_response(ANSWER)
+
+    async def generate(request: web.Request) -> web.Response:
+        await request.read()
+        return web.json_response(GENERATED)
+
+    app = web.Application()
+    app.add_routes([web.get("/server_info", server_info), web.get("/health", health),
+                    web.post("/tokenize", tokenize), web.post("/v1/chat/completions", chat),
+                    web.post("/generate", generate)])
+    return app
+
+
+async def serve_stub(ports: list[int]) -> None:
+    runner = web.AppRunner(stub_app(), access_log=None)
+    await runner.setup()
+    for port in ports:
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+    await asyncio.Event().wait()
+
+
+def request_of(kind: str, i: int) -> tuple[str, dict[str, Any]]:
+    """The i-th request of ``kind`` (chat: text to tokenize; ids: /generate with input_ids)."""
+    prefix = PREFIXES[i % len(PREFIXES)]
+    if kind == "chat":
+        message = {"role": "user", "content": f"{prefix} question {i} ok"}
+        return "/v1/chat/completions", {"messages": [message], "max_tokens": 8}
+    ids = [zlib.crc32(w.encode()) & 0xFFFF for w in prefix.split()] + [i & 0xFFFF, 7]
+    return "/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": 8}}
+
+
+async def one(session: aiohttp.ClientSession, url: str, kind: str, i: int) -> float:
+    path, body = request_of(kind, i)
+    start = time.perf_counter()
+    async with session.post(url + path, json=body, headers={"X-Client-Id": f"c{i % 8}"}) as resp:
+        await resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"{url}{path}: HTTP {resp.status}")
+    return time.perf_counter() - start
+
+
+async def saturate(url: str, kind: str, concurrency: int, seconds: float) -> float:
+    """Requests per second with ``concurrency`` in flight for ``seconds`` (after a 1 s warm-up)."""
+    counter = iter(range(1 << 62))
+    done = [0]
+
+    async def worker(session: aiohttp.ClientSession, end: float, count: bool) -> None:
+        while time.perf_counter() < end:
+            await one(session, url, kind, next(counter))
+            done[0] += count
+
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        await asyncio.gather(*(worker(session, time.perf_counter() + 1.0, False) for _ in range(concurrency)))
+        start = time.perf_counter()
+        await asyncio.gather(*(worker(session, start + seconds, True) for _ in range(concurrency)))
+        return done[0] / (time.perf_counter() - start)
+
+
+async def open_loop(paths: dict[str, str], kind: str, rate: float, seconds: float) -> dict[str, list[float]]:
+    """Poisson arrivals at ``rate``/s, taking turns over ``paths``; latencies (s) per path."""
+    rng, names = random.Random(0), list(paths)
+    out: dict[str, list[float]] = {n: [] for n in names}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+        for i in range(20):  # warm-up: connections open, the tree has its prefixes
+            await one(session, paths[names[i % 2]], kind, i)
+
+        async def record(name: str, i: int) -> None:
+            out[name].append(await one(session, paths[name], kind, i))
+
+        tasks, start, at, i = [], time.perf_counter(), rng.expovariate(rate), 0
+        while at < seconds:
+            await asyncio.sleep(max(0.0, start + at - time.perf_counter()))
+            tasks.append(asyncio.create_task(record(names[i % len(names)], 100 + i)))
+            i, at = i + 1, at + rng.expovariate(rate)
+        await asyncio.gather(*tasks)
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+
+
+def pin(pid: int, core: int) -> None:
+    if (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(pid, {core})
+
+
+def start(cmd: list[str], log: Path, url: str) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        wait_ready(url, proc, 60)
+    except (RuntimeError, TimeoutError) as err:
+        stop(proc)
+        raise RuntimeError(f"{cmd[:4]} did not start: {err}\n{log.read_text()[-2000:]}") from None
+    return proc
+
+
+def profile(py_spy: str, pid: int, seconds: float, run: Callable[[], float], out: Path) -> dict[str, float]:
+    """Sample ``pid`` with py-spy while ``run`` loads it; inclusive share of busy samples per part."""
+    spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--duration", str(int(seconds)),
+                            "--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    run()
+    spy.wait(timeout=seconds + 60)
+    stacks: Counter[str] = Counter()
+    for line in out.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if count.isdigit():
+            stacks[stack] += int(count)
+    total = sum(stacks.values()) or 1
+    shares = {label: sum(n for s, n in stacks.items() if needle in s) / total for label, needle in STEPS}
+    libraries: Counter[str] = Counter()
+    for stack, n in stacks.items():
+        leaf = stack.rsplit(";", 1)[-1]
+        label = next((name for name, needles in LIBRARIES if any(x in leaf for x in needles)), "other")
+        libraries[label] += n
+    shares.update({f"innermost in {label}": n / total for label, n in libraries.most_common()})
+    return {k: round(v, 3) for k, v in shares.items()} | {"busy samples": total}
+
+
+def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    ports = free_ports(3)
+    stubs = [f"http://127.0.0.1:{p}" for p in ports[:2]]
+    stub = start([sys.executable, __file__, "--stub-ports", f"{ports[0]},{ports[1]}"], tmp / "stub.log",
+                 stubs[0])
+    gw_url = f"http://127.0.0.1:{ports[2]}"
+    gateway = start([sys.executable, "-m", "sglang_fair.cli", "gateway", "--worker-urls", ",".join(stubs),
+                     "--port", str(ports[2])], tmp / "gateway.log", gw_url)
+    pin(gateway.pid, 0)
+    pin(stub.pid, 1)
+    pin(os.getpid(), 1)
+    result: dict[str, Any] = {"cores": os.cpu_count(), "load_avg_1m_before": os.getloadavg()[0],
+                              "seconds": args.seconds,
+                              "concurrency": args.concurrency, "rate": args.rate,
+                              "policy": get_json(gw_url + "/gateway/state").get("policy")}
+    try:
+        for kind in ("chat", "ids"):
+            for name, url in (("gateway", gw_url), ("direct", stubs[0])):
+                rps = asyncio.run(saturate(url, kind, args.concurrency, args.seconds))
+                result[f"max_rps_{kind}_{name}"] = round(rps, 1)
+                print(f"saturation {kind:4} {name:7}: {rps:8.1f} requests/s", flush=True)
+        lat = asyncio.run(open_loop({"direct": stubs[0], "gateway": gw_url}, "chat", args.rate, args.seconds))
+        for name, values in lat.items():
+            result[f"latency_ms_{name}"] = {"n": len(values), "p50": round(pct(values, 0.5) * 1e3, 2),
+                                            "p99": round(pct(values, 0.99) * 1e3, 2)}
+        result["added_ms"] = {q: round(result["latency_ms_gateway"][q] - result["latency_ms_direct"][q], 2)
+                              for q in ("p50", "p99")}
+        print(f"open loop {args.rate}/s chat: direct {result['latency_ms_direct']}, gateway "
+              f"{result['latency_ms_gateway']} ms; added {result['added_ms']}", flush=True)
+        if args.profile:
+            result["profile"] = profile(args.py_spy, gateway.pid, args.seconds, lambda: asyncio.run(
+                saturate(gw_url, "chat", args.concurrency, args.seconds)), tmp / "gateway.pyspy.txt")
+            for part, share in result["profile"].items():
+                print(f"  {share:7.3f}  {part}")
+    finally:
+        result["load_avg_1m_after"] = os.getloadavg()[0]
+        stop(gateway)
+        stop(stub)
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter,
+                                     epilog="\n".join(__doc__.splitlines()[2:]))
+    parser.add_argument("--seconds", type=float, default=10.0, help="seconds per measurement")
+    parser.add_argument("--concurrency", type=int, default=64, help="requests in flight at saturation")
+    parser.add_argument("--rate", type=float, default=200.0, help="open-loop requests/s, both paths together")
+    parser.add_argument("--profile", action="store_true", help="sample the gateway with py-spy")
+    parser.add_argument("--py-spy", default=shutil.which("py-spy") or "", help="py-spy executable")
+    parser.add_argument("--json", type=Path, help="write the figures here (e.g. results/speed_gateway.json)")
+    parser.add_argument("--stub-ports", help=argparse.SUPPRESS)  # internal: run as the stub
+    args = parser.parse_args()
+    if args.stub_ports:
+        asyncio.run(serve_stub([int(p) for p in args.stub_ports.split(",")]))
+        return 0
+    if args.seconds < 2 or args.concurrency < 1 or args.rate <= 0:
+        parser.error("--seconds must be >= 2, --concurrency >= 1, --rate > 0")
+    if args.profile and not (args.py_spy and Path(args.py_spy).exists()):
+        parser.error("--profile needs py-spy (pip install py-spy, or give --py-spy PATH)")
+    with tempfile.TemporaryDirectory(prefix="speed-gateway-") as tmp:
+        result = measure(args, Path(tmp))
+    print(json.dumps(result))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
