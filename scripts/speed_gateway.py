@@ -1,7 +1,7 @@
 """How far one ``sglang-fair gateway`` process goes: its saturation throughput, the latency it adds and
 where its CPU time goes, against stub servers that answer at once (no SGLang, no model).
 
-    python scripts/speed_gateway.py [--seconds 10] [--concurrency 64] [--rate 200] [--profile]
+    python scripts/speed_gateway.py [--seconds 10] [--concurrency 64] [--rates 20,100] [--profile]
         [--json results/speed_gateway.json]
 
 One stub process (aiohttp, two ports: the gateway sees two servers of one worker each) answers
@@ -15,8 +15,8 @@ do not.
 
 1. Saturation: ``--concurrency`` requests kept in flight for ``--seconds``, through the gateway and
    directly to the stub (the stub and load generator's own ceiling); requests/s.
-2. Added latency: open-loop Poisson arrivals at ``--rate`` per second for ``--seconds``, alternating
-   direct and through the gateway; p50/p99 of each and their difference.
+2. Added latency: open-loop Poisson arrivals at each of ``--rates`` per second for ``--seconds``,
+   alternating direct and through the gateway; p50/p99 of each and their difference.
 3. ``--profile``: py-spy (``pip install py-spy``; ``--py-spy PATH``) samples the gateway during a
    saturation run of chats: the share of its busy samples under each step of the request's path
    (inclusive), and by the library its innermost frame is in (exclusive, sums to 1).
@@ -218,7 +218,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     pin(os.getpid(), 1)
     result: dict[str, Any] = {"cores": os.cpu_count(), "load_avg_1m_before": os.getloadavg()[0],
                               "seconds": args.seconds,
-                              "concurrency": args.concurrency, "rate": args.rate,
+                              "concurrency": args.concurrency,
                               "policy": get_json(gw_url + "/gateway/state").get("policy")}
     try:
         for kind in ("chat", "ids"):
@@ -226,14 +226,15 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 rps = asyncio.run(saturate(url, kind, args.concurrency, args.seconds))
                 result[f"max_rps_{kind}_{name}"] = round(rps, 1)
                 print(f"saturation {kind:4} {name:7}: {rps:8.1f} requests/s", flush=True)
-        lat = asyncio.run(open_loop({"direct": stubs[0], "gateway": gw_url}, "chat", args.rate, args.seconds))
-        for name, values in lat.items():
-            result[f"latency_ms_{name}"] = {"n": len(values), "p50": round(pct(values, 0.5) * 1e3, 2),
-                                            "p99": round(pct(values, 0.99) * 1e3, 2)}
-        result["added_ms"] = {q: round(result["latency_ms_gateway"][q] - result["latency_ms_direct"][q], 2)
-                              for q in ("p50", "p99")}
-        print(f"open loop {args.rate}/s chat: direct {result['latency_ms_direct']}, gateway "
-              f"{result['latency_ms_gateway']} ms; added {result['added_ms']}", flush=True)
+        result["open_loop_ms"] = {}
+        for rate in args.rates:
+            lat = asyncio.run(open_loop({"direct": stubs[0], "gateway": gw_url}, "chat", rate, args.seconds))
+            row = {name: {"n": len(v), "p50": round(pct(v, 0.5) * 1e3, 2),
+                          "p99": round(pct(v, 0.99) * 1e3, 2)} for name, v in lat.items()}
+            row["added"] = {q: round(row["gateway"][q] - row["direct"][q], 2) for q in ("p50", "p99")}
+            result["open_loop_ms"][rate] = row
+            print(f"open loop {rate}/s chat (ms): " + "; ".join(f"{k} {v}" for k, v in row.items()),
+                  flush=True)
         if args.profile:
             result["profile"] = profile(args.py_spy, gateway.pid, args.seconds, lambda: asyncio.run(
                 saturate(gw_url, "chat", args.concurrency, args.seconds)), tmp / "gateway.pyspy.txt")
@@ -252,7 +253,8 @@ def main() -> int:
                                      epilog="\n".join(__doc__.splitlines()[2:]))
     parser.add_argument("--seconds", type=float, default=10.0, help="seconds per measurement")
     parser.add_argument("--concurrency", type=int, default=64, help="requests in flight at saturation")
-    parser.add_argument("--rate", type=float, default=200.0, help="open-loop requests/s, both paths together")
+    parser.add_argument("--rates", default="20,100",
+                        help="open-loop requests/s, both paths together; comma-separated, one run each")
     parser.add_argument("--profile", action="store_true", help="sample the gateway with py-spy")
     parser.add_argument("--py-spy", default=shutil.which("py-spy") or "", help="py-spy executable")
     parser.add_argument("--json", type=Path, help="write the figures here (e.g. results/speed_gateway.json)")
@@ -261,8 +263,12 @@ def main() -> int:
     if args.stub_ports:
         asyncio.run(serve_stub([int(p) for p in args.stub_ports.split(",")]))
         return 0
-    if args.seconds < 2 or args.concurrency < 1 or args.rate <= 0:
-        parser.error("--seconds must be >= 2, --concurrency >= 1, --rate > 0")
+    try:
+        args.rates = [float(r) for r in args.rates.split(",") if r.strip()]
+    except ValueError:
+        parser.error(f"--rates {args.rates!r}: give numbers, e.g. 20,100")
+    if args.seconds < 2 or args.concurrency < 1 or not args.rates or min(args.rates) <= 0:
+        parser.error("--seconds must be >= 2, --concurrency >= 1, every rate > 0")
     if args.profile and not (args.py_spy and Path(args.py_spy).exists()):
         parser.error("--profile needs py-spy (pip install py-spy, or give --py-spy PATH)")
     with tempfile.TemporaryDirectory(prefix="speed-gateway-") as tmp:

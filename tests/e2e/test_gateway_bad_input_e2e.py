@@ -66,6 +66,15 @@ def test_missing_or_unknown_key_gets_the_same_401(urls: dict[str, str], headers:
         assert status == 401 and error_message(data) == reason and json.loads(data)["type"] == "Unauthorized"
 
 
+def test_a_1_mib_prompt_gets_the_servers_400(urls: dict[str, str]) -> None:
+    """The gateway has no body limit of its own (serve's --max-body-bytes is not in it): it reads and
+    tokenizes the prompt, and the server refuses it as over the context."""
+    body = json.dumps({**GOOD, "prompt": "the " * (1 << 18)}).encode()
+    status, data = raw(urls["gateway"], "/v1/completions", body, A)
+    assert status == 400 and "context" in error_message(data), data[:300]
+    still_serving(urls["gateway"])
+
+
 def test_a_flooding_client_gets_the_servers_429_with_retry_after(urls: dict[str, str]) -> None:
     import concurrent.futures
 
