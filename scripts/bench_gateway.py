@@ -17,15 +17,15 @@ import asyncio
 import json
 import os
 import random
-import subprocess
-import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import aiohttp
 
-from sglang_fair.harness.server import free_port, get_json, running_server, stop
+from sglang_fair.harness.gateway import running_gateway
+from sglang_fair.harness.server import running_server
 
 SERVER = ("--max-running-requests", "16", "--max-total-tokens", "8000")
 TOKEN = "bench-gateway-token-0123456789abcdef"
@@ -77,23 +77,6 @@ async def load(paths: dict[str, str], rate: float, duration: float, max_tokens: 
     return results
 
 
-def start_gateway(server: str, token_file: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    cmd = [sys.executable, "-m", "sglang_fair.cli", "gateway", "--worker-urls", server, "--port", str(port),
-           "--gateway-token-file", str(token_file)]
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(200):
-        try:
-            get_json(url + "/health", timeout=2)
-            return proc, url
-        except OSError:
-            time.sleep(0.3)
-    stop(proc)
-    raise RuntimeError(f"the gateway did not start (see {log})")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, type=Path)
@@ -106,13 +89,11 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
     (tmp / "token").write_text(TOKEN)
     trust = ("--gateway-token-file", str(tmp / "token"))
-    with running_server(args.model, (*SERVER, *trust), tmp / "server.log") as server:
-        proc, gateway = start_gateway(server, tmp / "token", tmp / "gateway.log")
-        try:
-            results = asyncio.run(load({"direct": server, "gateway": gateway}, args.rate, args.duration,
-                                       args.max_tokens, args.seed))
-        finally:
-            stop(proc)
+    with ExitStack() as stack:
+        server = stack.enter_context(running_server(args.model, (*SERVER, *trust), tmp / "server.log"))
+        gateway = stack.enter_context(running_gateway([server], trust, tmp / "gateway.log"))
+        results = asyncio.run(load({"direct": server, "gateway": gateway}, args.rate, args.duration,
+                                   args.max_tokens, args.seed))
     print(f"rate {args.rate}/s for {args.duration:.0f} s (half each path), streamed chat, "
           f"{args.max_tokens} output tokens, one CPU worker")
     print(f"{'path':8} {'n':>4} {'TTFT p50':>9} {'TTFT p99':>9} {'e2e p50':>9} {'e2e p99':>9}  (ms)")
