@@ -3,7 +3,8 @@
 One CPU server (the same flags and key file as that module's, trusting the gateway's token) with a
 gateway in front of it (the same key file). Each case of the shared table goes to the server and to
 the gateway: the gateway answers the same status with an OpenAI-style error body (the server's own
-body where the server decided), and the server keeps serving through the gateway.
+body where the server decided), and the server keeps serving through the gateway. The key, header,
+body-size and flooding cases, and generated bodies, get through the gateway what ``serve`` gives.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import test_bad_input_e2e as serve_cases
 from test_bad_input_e2e import CASES, GOOD, KEYS, MAX_INFLIGHT, SERVER_ARGS, bodies, error_message, raw
 
 from sglang_fair.harness.gateway import running_gateway
@@ -67,12 +69,18 @@ def test_missing_or_unknown_key_gets_the_same_401(urls: dict[str, str], headers:
 
 
 def test_a_1_mib_prompt_gets_the_servers_400(urls: dict[str, str]) -> None:
-    """The gateway has no body limit of its own (serve's --max-body-bytes is not in it): it reads and
-    tokenizes the prompt, and the server refuses it as over the context."""
+    """Under the gateway's --max-body-bytes: it reads and tokenizes the prompt, and the server refuses
+    it as over the context."""
     body = json.dumps({**GOOD, "prompt": "the " * (1 << 18)}).encode()
     status, data = raw(urls["gateway"], "/v1/completions", body, A)
     assert status == 400 and "context" in error_message(data), data[:300]
     still_serving(urls["gateway"])
+
+
+def test_oversized_headers_and_a_declared_body_over_the_limit_are_refused_as_by_serve(
+        urls: dict[str, str]) -> None:
+    serve_cases.test_oversized_headers_are_refused(urls["gateway"])
+    serve_cases.test_a_body_over_the_limit_gets_413_before_it_is_read(urls["gateway"])
 
 
 def test_a_flooding_client_gets_the_servers_429_with_retry_after(urls: dict[str, str]) -> None:
