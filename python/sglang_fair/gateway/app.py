@@ -92,6 +92,10 @@ class Gateway:
         task, stop = asyncio.ensure_future(work), asyncio.ensure_future(cut.wait())
         try:
             await asyncio.wait((task, stop), return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:  # the client left: the work goes too, and what it got is closed
+            task.cancel()
+            task.add_done_callback(close_result)
+            raise
         finally:
             stop.cancel()
         if not task.done():
@@ -174,6 +178,14 @@ class Gateway:
         kept = {k: v for k, v in resp.headers.items() if k.lower() in RELAYED_HEADERS}
         return Response(data, status_code=resp.status, headers=kept,
                         media_type=resp.headers.get("content-type", "application/json"))
+
+
+def close_result(task: asyncio.Future[Any]) -> None:
+    """Close what a finished ``task`` returned (a server's response nobody will read)."""
+    if not task.cancelled() and task.exception() is None:
+        close = getattr(task.result(), "close", None)
+        if callable(close):
+            close()
 
 
 def taken_out(ticket: Ticket, why: Exception) -> JSONResponse:
