@@ -236,6 +236,38 @@ def test_requests_not_started_on_a_gone_server_are_served_by_another() -> None:
     assert len(live.relayed()) == 6
 
 
+def test_a_server_that_does_not_connect_in_time_did_not_start_the_request() -> None:
+    """A host gone from the network is silent, not refusing: a connect timeout also sends the request
+    elsewhere (it was a 503, as if the server had started it). The silent server: a listening socket
+    whose accept queue is full, so the kernel drops further connection attempts."""
+    import socket
+
+    hole = socket.socket()
+    hole.bind(("127.0.0.1", 0))
+    hole.listen(0)
+    fillers = []
+    while True:  # fill the accept queue (its length depends on the kernel) until a connect hangs
+        try:
+            fillers.append(socket.create_connection(hole.getsockname(), timeout=0.2))
+        except TimeoutError:
+            break
+        assert len(fillers) < 64
+    live = FakeSGLang()
+    with Running(live) as urls:
+        silent = f"http://127.0.0.1:{hole.getsockname()[1]}"
+        cfg = config([silent, *urls], connect_timeout=0.3)
+        table = WorkerTable([ServerInfo(silent, "tiny", 1), ServerInfo(urls[0], "tiny", 1)])
+
+        async def scenario() -> None:
+            async with serving(cfg, table) as (url, gateway):
+                status, _ = await post(f"{url}/generate", {"input_ids": [1]})
+                assert status == 200 and gateway.health.out.keys() == {silent}
+        run(scenario)
+    assert len(live.relayed()) == 1
+    for sock in (*fillers, hole):
+        sock.close()
+
+
 def test_a_server_that_breaks_off_a_started_request_fails_it_with_503_and_is_not_retried() -> None:
     broken, other = FakeSGLang(break_off=True), FakeSGLang()
     with Running(broken, other) as urls:

@@ -198,7 +198,7 @@ def make_app(gateway: Gateway) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         config = gateway.config
-        async with make_session(config.request_timeout) as session:
+        async with make_session(config.request_timeout, config.connect_timeout) as session:
             upstream = gateway.upstream = Upstream(session, config.client_header, config.token)
             tasks = [asyncio.create_task(gateway.health.watch(
                 lambda url: upstream.healthy(url, config.health_timeout), config.health_interval))]

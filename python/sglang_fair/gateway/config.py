@@ -43,6 +43,9 @@ class GatewayConfig:
         "help": "the token the servers trust (their --gateway-token-file), sent with every request"})
     discovery_timeout: float = field(default=30.0, metadata={
         "help": "seconds to wait for each server's /server_info at start-up"})
+    connect_timeout: float = field(default=3.0, metadata={
+        "help": "seconds to connect to a server before trying another (a server gone from the network "
+                "does not refuse, it stays silent)"})
     request_timeout: float = field(default=600.0, metadata={
         "help": "seconds a server may stay silent during one request before the gateway gives up"})
     health_interval: float = field(default=5.0, metadata={
@@ -87,6 +90,7 @@ class GatewayConfig:
         require(bool(self.client_header.strip()), "--client-header must not be empty")
         require(self.discovery_timeout > 0, "--discovery-timeout must be > 0")
         require(self.request_timeout > 0, "--request-timeout must be > 0")
+        require(self.connect_timeout > 0, "--connect-timeout must be > 0")
         require(self.health_interval > 0, "--health-interval must be > 0")
         require(self.health_timeout > 0, "--health-timeout must be > 0")
         require(self.heartbeat_timeout > 0, "--heartbeat-timeout must be > 0")

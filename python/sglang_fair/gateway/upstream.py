@@ -68,8 +68,8 @@ class Upstream:
         """``POST url+path`` for ``client``; the open response (the caller reads and releases it)."""
         try:
             return await self.session.post(url + path, data=body, headers=self.headers(client))
-        except aiohttp.ClientConnectorError as err:
-            raise Unreachable(f"{url}{path}: {err}") from None
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as err:
+            raise Unreachable(f"{url}{path}: {err or 'no connection within the connect timeout'}") from None
         except (aiohttp.ClientError, TimeoutError) as err:
             raise UpstreamError(f"{url}{path}: {err or type(err).__name__}") from None
 
@@ -93,10 +93,12 @@ async def _json(resp: aiohttp.ClientResponse, where: str) -> Any:
         raise UpstreamError(f"{where}: the answer is not JSON") from None
 
 
-def make_session(timeout: float) -> aiohttp.ClientSession:
+def make_session(timeout: float, connect_timeout: float = 30.0) -> aiohttp.ClientSession:
     """A session for the servers: no total limit (a stream lasts as long as it lasts), ``timeout``
-    seconds of silence per read, no connection cap (the servers bound their own queues)."""
+    seconds of silence per read, ``connect_timeout`` to connect (a server that does not connect in
+    time did not start the request), no connection cap (the servers bound their own queues)."""
     return aiohttp.ClientSession(
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(timeout, 30.0), sock_read=timeout),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(timeout, connect_timeout),
+                                      sock_read=timeout),
         connector=aiohttp.TCPConnector(limit=0),
     )
