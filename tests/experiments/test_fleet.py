@@ -64,12 +64,13 @@ def _row(dp: int, router: str, thr: float, c0: float, server_dp: int = 0, balanc
             "well_behaved_p99_s": 1.0, "clients_detail": detail}
 
 
-def test_summary_ratios_against_one_node_and_the_gateway() -> None:
+def test_summary_ratios_against_the_gateway() -> None:
     runs = [_row(16, "per_server", 1500.0, 20.0, 8, "round_robin"), _row(8, "fair_cache_aware", 1000.0, 30.0),
             _row(16, "fair_cache_aware", 1800.0, 30.0), _row(16, "round_robin", 1600.0, 40.0)]
     got = {(e["dp"], e["name"]): e for e in fleet.summarize(runs)}
     assert [k for k in got] == [(8, fleet.DEFAULT), (16, fleet.DEFAULT), (16, "gateway: round_robin"),
                                 (16, "2 x 8: RR LB + fair_cache_aware")]
-    assert got[(16, fleet.DEFAULT)]["vs_node"] == pytest.approx(0.9)  # 1800/16 against 1000/8 a GPU
+    assert got[(16, "2 x 8: RR LB + fair_cache_aware")]["vs_gateway"] == pytest.approx(1500 / 1800)
+    assert got[(8, fleet.DEFAULT)]["vs_gateway"] == 1.0
     assert got[(16, "2 x 8: RR LB + fair_cache_aware")]["c0_vs_wb"] == pytest.approx(2.0)
     assert got[(16, "gateway: round_robin")]["wb_vs_gateway"] == pytest.approx(1.0)

@@ -10,10 +10,10 @@ At D workers, every worker running ``dlpm_light`` (what ``sglang-fair serve`` ru
   ``fair_cache_aware`` router, behind a plain load balancer (round robin, or a hash of the client,
   the latter only where there are no more servers than clients: with more, some servers get no client).
 
-The rows are the protocol's (:func:`sglang_fair.experiments.protocol.run_point`); :func:`table` adds
-throughput per GPU against one node of ``REFERENCE_DP`` GPUs under the gateway's default, and the
-clients' service: the well-behaved clients' against the gateway's default at the same D, and the
-misbehaving client c0's against a well-behaved one's.
+The rows are the protocol's (:func:`sglang_fair.experiments.protocol.run_point`: each D at a named
+load of its own measured capacity); :func:`table` adds throughput per GPU and against the gateway's
+default at the same D, and the clients' service: the well-behaved clients' against the gateway's
+default at the same D, and the misbehaving client c0's against a well-behaved one's.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from sglang_fair.experiments.protocol import BALANCERS, Point
 
 GLOBAL = ("fair_cache_aware", "cache_aware", "round_robin")  # the gateway's policy over every worker
 WORKERS = "dlpm_light"
-REFERENCE_DP = 8  # one node of 8 GPUs under its own (the default) router: the per-GPU reference
 Row = dict[str, Any]
 
 
@@ -94,14 +93,14 @@ def summarize(runs: list[Row]) -> list[Row]:
         groups.setdefault((*cell, r["dp"], label(r)), []).append(r)
     out = []
     for (wl, sc, ld, dp, name), rs in groups.items():
-        ref, same_d = groups.get((wl, sc, ld, REFERENCE_DP, DEFAULT)), groups.get((wl, sc, ld, dp, DEFAULT))
+        same_d = groups.get((wl, sc, ld, dp, DEFAULT))
         per_gpu = [r["throughput"] / dp for r in rs]
         wb = _mean([_service(r, True) for r in rs])
         out.append({
             "cell": f"{wl} {sc.upper()} {ld}", "dp": dp, "name": name, "kind": label(rs[0], count=False),
             "order": rank(rs[0]), "seeds": len(rs),
             "per_gpu": per_gpu,
-            "vs_node": _mean(per_gpu) / _mean([r["throughput"] / REFERENCE_DP for r in ref]) if ref else None,
+            "vs_gateway": _mean(per_gpu) / _mean([r["throughput"] / dp for r in same_d]) if same_d else None,
             "hit": [r["cache_hit_rate"] for r in rs], "jain": [r["jain_index"] for r in rs],
             "p99": [r["well_behaved_p99_s"] for r in rs if r["well_behaved_p99_s"] is not None],
             "wb_vs_gateway": wb / _mean([_service(r, True) for r in same_d]) if same_d else None,
@@ -123,12 +122,12 @@ def _ratio(x: float | None) -> str:
 
 def table(runs: list[Row]) -> str:
     """The fleet table: mean [min-max] over seeds; ratios of means."""
-    head = ["cell", "D", "routing", "K tok/s per GPU", f"/ 1 node of {REFERENCE_DP}", "hit rate", "Jain",
+    head = ["cell", "D", "routing", "K tok/s per GPU", "/ gateway's", "hit rate", "Jain",
             "well-behaved P99 s", "well-behaved service / gateway's", "c0 / a well-behaved client"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for e in summarize(runs):
         cols = [e["cell"], str(e["dp"]), e["name"], _spread([x / 1000 for x in e["per_gpu"]], ".2f"),
-                _ratio(e["vs_node"]), _spread(e["hit"], ".3f"), _spread(e["jain"], ".3f"),
+                _ratio(e["vs_gateway"]), _spread(e["hit"], ".3f"), _spread(e["jain"], ".3f"),
                 _spread(e["p99"], ".1f"), _ratio(e["wb_vs_gateway"]), f"{e['c0_vs_wb']:.2f}"]
         lines.append("| " + " | ".join(cols) + " |")
     return "\n".join(lines)
@@ -139,8 +138,8 @@ PANELS = (("per_gpu", "K tok/s per GPU", 1e-3), ("hit", "hit rate", 1.0), ("jain
 
 
 def plot(runs: list[Row], path: Path) -> None:
-    """A row per cell, a panel per metric; a bar per configuration (mean, min-max whiskers), D = 8 then
-    16; the dashed line: the gateway's default (one node) at D = 8."""
+    """A row per cell, a panel per metric; a bar per configuration (mean, min-max whiskers), a group
+    per D; the dashed lines: the gateway's default at each D."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -162,9 +161,10 @@ def plot(runs: list[Row], path: Path) -> None:
                     m = _mean(vals)
                     ax.bar(x, m, color=colors[e["kind"]], width=0.8,
                            yerr=[[m - min(vals)], [max(vals) - m]], capsize=2)
-            ref = next((e for e in mine if e["dp"] == REFERENCE_DP and e["name"] == DEFAULT), None)
-            if ref and ref[key]:
-                ax.axhline(_mean([v * scale for v in ref[key]]), color="k", lw=0.8, ls="--")
+            for x0, ref in ((x, e) for x, e in zip(xs, mine, strict=True) if e["name"] == DEFAULT and e[key]):
+                span = [x for x, e in zip(xs, mine, strict=True) if e["dp"] == ref["dp"]]
+                ax.hlines(_mean([v * scale for v in ref[key]]), x0 - 0.4, max(span) + 0.4, color="k", lw=0.8,
+                          ls="--")
             if key == "per_gpu":
                 ax.set_ylim(bottom=0.8 * min(_mean(e[key]) * scale for e in mine))
             ax.set_xticks(xs, [f"D={e['dp']}" if i == 0 or e["dp"] != mine[i - 1]["dp"] else ""
@@ -174,7 +174,7 @@ def plot(runs: list[Row], path: Path) -> None:
     handles = [Patch(color=colors[n]) for n in names]
     fig.legend(handles, names, loc="lower center", ncol=4, fontsize=7)
     fig.suptitle("The gateway (one router over every worker) against a load balancer over servers with "
-                 "their own routers; dlpm_light workers; dashed: the default at D = 8 (one node)", fontsize=9)
+                 "their own routers; dlpm_light workers; dashed: the gateway's default", fontsize=9)
     fig.tight_layout(rect=(0, 0.9 / fig.get_figheight(), 1, 1 - 0.35 / fig.get_figheight()))
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=80)
