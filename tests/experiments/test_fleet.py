@@ -24,13 +24,15 @@ def _options(*argv: str) -> argparse.Namespace:
 
 
 def test_the_figure_compares_the_gateway_with_servers_of_each_size() -> None:
-    configs = {(p.dp, p.router, p.server_dp, p.balancer) for p in FIGURES["fleet"](_options())
-               if p.workload == "judge"}
-    gateway = {(d, r, 0, "") for d in (8, 16) for r in ("fair_cache_aware", "cache_aware", "round_robin")}
-    servers = {(8, "per_server", 2, "round_robin"), (8, "per_server", 2, "client_hash"),
-               (16, "per_server", 2, "round_robin"), (16, "per_server", 8, "round_robin"),
-               (16, "per_server", 8, "client_hash")}  # no client hash over more servers than clients
-    assert configs == gateway | servers
+    configs = {(p.dp, p.router, p.server_dp, p.balancer, p.eviction_feed)
+               for p in FIGURES["fleet"](_options()) if p.workload == "judge"}
+    gateway = {(d, r, 0, "", True) for d in (8, 16)
+               for r in ("fair_cache_aware", "cache_aware", "round_robin")}
+    today = {(d, "fair_cache_aware", 0, "", False) for d in (8, 16)}
+    servers = {(8, "per_server", 2, "round_robin", True), (8, "per_server", 2, "client_hash", True),
+               (16, "per_server", 2, "round_robin", True), (16, "per_server", 8, "round_robin", True),
+               (16, "per_server", 8, "client_hash", True)}  # no client hash over more servers than clients
+    assert configs == gateway | today | servers
     assert {p.policy for p in FIGURES["fleet"](_options())} == {"dlpm_light"}
 
 
@@ -40,6 +42,9 @@ def test_keys_of_points_without_servers_are_unchanged() -> None:
         "q_u=0.0|q_w=0.0|load=above")
     assert Point("tot", dp=4, router="per_server", server_dp=2, balancer="client_hash").key().endswith(
         "|server_dp=2|balancer=client_hash")
+    assert Point("tot", eviction_feed=False).key().endswith("|load=above|eviction_feed=False")
+    assert Point("tot", dp=2, router="fair_cache_aware", policy="dlpm_light", eviction_feed=False).scheduler \
+        == "Fair cache-aware, no eviction feed"
 
 
 def test_one_server_is_the_gateway_and_the_table_reads_the_runs(tmp_path: Path) -> None:

@@ -5,7 +5,9 @@ At D workers, every worker running ``dlpm_light`` (what ``sglang-fair serve`` ru
 
 - the gateway: one policy over all D workers and one global tree, ``fair_cache_aware`` (its default),
   ``cache_aware`` or ``round_robin``. In the simulator this is also one node's router over D GPUs: the
-  simulator does not model where the workers are (see docs/results.md, "Several servers");
+  simulator does not model where the workers are (see docs/results.md, "Several servers"). Its router
+  hears of evictions, which the gateway's does not yet: the default is run a second time without
+  (``eviction_feed`` off: the gateway as built today);
 - without the gateway: ``per_server``, servers of ``server_dp`` workers, each with its own
   ``fair_cache_aware`` router, behind a plain load balancer (round robin, or a hash of the client,
   the latter only where there are no more servers than clients: with more, some servers get no client).
@@ -29,27 +31,29 @@ WORKERS = "dlpm_light"
 Row = dict[str, Any]
 
 
-def routers(dp: int, server_dps: Iterable[int], clients: int = 4) -> list[tuple[str, int, str]]:
-    """(router, server_dp, balancer) of each configuration at ``dp`` workers."""
-    out = [(r, 0, "") for r in GLOBAL]
+def routers(dp: int, server_dps: Iterable[int], clients: int = 4) -> list[tuple[str, int, str, bool]]:
+    """(router, server_dp, balancer, eviction feed) of each configuration at ``dp`` workers."""
+    out = [(r, 0, "", True) for r in GLOBAL] + [(GLOBAL[0], 0, "", False)]
     for size in server_dps:
         if size < dp and dp % size == 0:
-            out.append(("per_server", size, "round_robin"))
+            out.append(("per_server", size, "round_robin", True))
             if dp // size <= clients:
-                out.append(("per_server", size, "client_hash"))
+                out.append(("per_server", size, "client_hash", True))
     return out
 
 
 def points(workloads: list[str], scenarios: list[str], dps: list[int], server_dps: list[int],
            loads: list[str]) -> list[Point]:
-    return [Point(wl, sc, dp, router=r, policy=WORKERS, server_dp=s, balancer=b, load=ld)
+    return [Point(wl, sc, dp, router=r, policy=WORKERS, server_dp=s, balancer=b, eviction_feed=f, load=ld)
             for wl in workloads for sc in scenarios for ld in loads for dp in dps
-            for r, s, b in routers(dp, server_dps)]
+            for r, s, b, f in routers(dp, server_dps)]
 
 
 def label(row: Row, count: bool = True) -> str:
     """The configuration's name in the table (``count``: servers x GPUs) and the plot (GPUs a server)."""
     if row["router"] != "per_server":
+        if not row.get("eviction_feed", True):
+            return f"gateway today: {row['router']}, no eviction feed"
         default = " (default)" if row["router"] == GLOBAL[0] else ""
         return f"gateway: {row['router']}{default}"
     size = row["server_dp"]
@@ -60,7 +64,7 @@ def label(row: Row, count: bool = True) -> str:
 def rank(row: Row) -> tuple[int, int, int]:
     """The configurations' order: the gateway's policies, then servers from small to large, RR first."""
     if row["router"] != "per_server":
-        return 0, GLOBAL.index(row["router"]), 0
+        return 0, GLOBAL.index(row["router"]) + (0 if row.get("eviction_feed", True) else len(GLOBAL)), 0
     return 1, row["server_dp"], list(BALANCERS).index(row["balancer"])
 
 

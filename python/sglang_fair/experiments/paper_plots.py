@@ -20,7 +20,8 @@ BEGIN, END = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
 COLORS = {"RR+LPM": "C1", "LPM": "C1", "Preble": "C2", "Cache-aware": "C5", "VTC": "C3", "D²LPM": "C0",
           "DLPM": "C0", "D²LPM-guarded": "C4", "Cache-aware + dlpm_light": "C7",
           "Fair cache-aware": "C6", "RR + dlpm_light": "C8", "Per-server, RR LB": "C9",
-          "Per-server, client-hash LB": "C9"}  # also the order of the tables' rows
+          "Per-server, client-hash LB": "C9",
+          "Fair cache-aware, no eviction feed": "C6"}  # also the order of the tables' rows
 LABELS = {"throughput": "throughput (perceived tok/s)", "jain_index": "Jain's index",
           "well_behaved_p50_s": "well-behaved P50 (s)", "well_behaved_p99_s": "well-behaved P99 (s)",
           "cache_hit_rate": "hit rate"}

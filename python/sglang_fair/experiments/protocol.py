@@ -38,7 +38,7 @@ SCHEDULERS = {  # router: (name, its usual workers)
     "fair_cache_aware": ("Fair cache-aware", "dlpm_light")}
 RR_NAMES = {"lpm": "RR+LPM", "dlpm_light": "RR + dlpm_light"}  # else the admission policy's name
 BALANCERS = {"round_robin": "RR LB", "client_hash": "client-hash LB"}  # per_server's, as named in tables
-UNSET = {"server_dp": 0, "balancer": ""}  # Point fields left out of keys at these values
+UNSET = {"server_dp": 0, "balancer": "", "eviction_feed": True}  # Point fields not in keys at these values
 REFERENCE = ("round_robin", "lpm")  # the scheduler whose capacity names the loads (SGLang's default)
 SERIES_BIN_S = 20.0
 
@@ -76,6 +76,7 @@ class Point:
     load: str = "above"
     server_dp: int = 0  # per_server: workers per server (0: one router over all D)
     balancer: str = ""  # per_server: the load balancer over the servers (round_robin, client_hash)
+    eviction_feed: bool = True  # the router hears of evictions (the gateway's does not yet)
 
     def combo(self) -> str:
         """The capacity this point's rate is relative to (measured with 4 clients, as a total rate)."""
@@ -89,6 +90,8 @@ class Point:
     @property
     def scheduler(self) -> str:
         """The pair's name in tables and plots; a router with other than its usual workers says which."""
+        if not self.eviction_feed:
+            return replace(self, eviction_feed=True).scheduler + ", no eviction feed"
         if self.router == "round_robin":
             name = RR_NAMES.get(self.policy, self.policy.upper())
             return "LPM" if name == "RR+LPM" and self.dp == 1 else name
@@ -111,7 +114,8 @@ def simulate(point: Point, total_rate: float, duration: float, seed: int) -> Any
     """One run stopped at ``duration`` (arrivals go on until then); returns the RunResult."""
     router = point.router if point.dp > 1 else "round_robin"
     spec = RunSpec(workload=_workload(point, total_rate, duration, seed),
-                   cluster=ClusterSimConfig(dp=point.dp, max_time=duration),
+                   cluster=ClusterSimConfig(dp=point.dp, max_time=duration,
+                                            eviction_feedback=point.eviction_feed),
                    engine=EngineConfig(preset=point.preset),
                    admission=AdmissionConfig(policy=point.policy, quantum=point.q_u),
                    routing=RouterConfig(policy=router, quantum=point.q_w or RouterConfig.quantum,
@@ -125,7 +129,7 @@ def measure_capacity(point: Point, proto: Protocol, start: float,
     """The capacity (total programs/s; arena: time scale) of ``point.combo()`` under RR+LPM: the
     backlog growth at a rate is the mean over seeds 0..capacity_seeds-1 (one seed scatters by ~0.1)."""
     ref = replace(point, router=REFERENCE[0], policy=REFERENCE[1], q_u=0.0, q_w=0.0, clients=4,
-                  server_dp=0, balancer="")
+                  server_dp=0, balancer="", eviction_feed=True)
 
     def growth(rate: float) -> float:
         gs = []
