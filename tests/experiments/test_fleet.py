@@ -58,8 +58,12 @@ def test_one_server_is_the_gateway_and_the_table_reads_the_runs(tmp_path: Path) 
     text = fleet.table([rows[gateway], rows[two]])
     assert "gateway: fair_cache_aware (default)" in text and "2 x 2: RR LB + fair_cache_aware" in text
     pytest.importorskip("matplotlib")
-    fleet.plot([rows[gateway], rows[two]], tmp_path / "fleet.png")
-    assert (tmp_path / "fleet.png").stat().st_size > 1000
+    from sglang_fair.experiments.paper_plots import render
+
+    earlier = {k: v for k, v in rows[gateway].items() if k not in ("server_dp", "balancer", "eviction_feed")}
+    render({"runs": [earlier, rows[two]], "figures": {"fleet": [gateway.key(), two.key()]}}, tmp_path)
+    assert "| judge S1 above | 4 | 2 x 2: RR LB" in (tmp_path / "results_tables.md").read_text()
+    assert (tmp_path / "img" / "fleet.png").stat().st_size > 1000
 
 
 def _row(dp: int, router: str, thr: float, c0: float, server_dp: int = 0, balancer: str = "") -> dict:

@@ -130,9 +130,10 @@ def table(runs: list[Row]) -> str:
             "well-behaved P99 s", "well-behaved service / gateway's", "c0 / a well-behaved client"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for e in summarize(runs):
+        p99 = ".1f" if e["p99"] and _mean(e["p99"]) >= 10 else ".2f"
         cols = [e["cell"], str(e["dp"]), e["name"], _spread([x / 1000 for x in e["per_gpu"]], ".2f"),
                 _ratio(e["vs_gateway"]), _spread(e["hit"], ".3f"), _spread(e["jain"], ".3f"),
-                _spread(e["p99"], ".1f"), _ratio(e["wb_vs_gateway"]), f"{e['c0_vs_wb']:.2f}"]
+                _spread(e["p99"], p99), _ratio(e["wb_vs_gateway"]), f"{e['c0_vs_wb']:.2f}"]
         lines.append("| " + " | ".join(cols) + " |")
     return "\n".join(lines)
 

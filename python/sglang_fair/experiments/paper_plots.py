@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_fair.experiments import fleet
-from sglang_fair.experiments.protocol import LOADS, aggregate
+from sglang_fair.experiments.protocol import LOADS, UNSET, aggregate
 from sglang_fair.routing import RouterConfig
 
 BEGIN, END = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
@@ -280,7 +280,7 @@ def render(results: dict[str, Any], out: Path) -> None:
         parts.append("### Measured capacities\n\n" + capacity_table(results["capacity"]) + "\n")
     for name in TITLES:
         keys = results.get("figures", {}).get(name)
-        runs = [r for r in results.get("runs", []) if keys and r["key"] in set(keys)]
+        runs = [{**UNSET, **r} for r in results.get("runs", []) if keys and r["key"] in set(keys)]
         if not runs:
             continue
         runs.sort(key=_row_order(COLS[name], runs))
