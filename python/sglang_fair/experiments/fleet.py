@@ -6,8 +6,8 @@ At D workers, every worker running ``dlpm_light`` (what ``sglang-fair serve`` ru
 - the gateway: one policy over all D workers and one global tree, ``fair_cache_aware`` (its default),
   ``cache_aware`` or ``round_robin``. In the simulator this is also one node's router over D GPUs: the
   simulator does not model where the workers are (see docs/results.md, "Several servers"). Its router
-  hears of evictions, which the gateway's does not yet: the default is run a second time without
-  (``eviction_feed`` off: the gateway as built today);
+  hears of evictions, as the gateway does from servers started with ``--feedback-port``: the default
+  is run a second time without (``eviction_feed`` off: servers without a feedback port);
 - without the gateway: ``per_server``, servers of ``server_dp`` workers, each with its own
   ``fair_cache_aware`` router, behind a plain load balancer (round robin, or a hash of the client,
   the latter only where there are no more servers than clients: with more, some servers get no client).
@@ -53,7 +53,7 @@ def label(row: Row, count: bool = True) -> str:
     """The configuration's name in the table (``count``: servers x GPUs) and the plot (GPUs a server)."""
     if row["router"] != "per_server":
         if not row.get("eviction_feed", True):
-            return f"gateway today: {row['router']}, no eviction feed"
+            return f"gateway: {row['router']}, no eviction feed"
         default = " (default)" if row["router"] == GLOBAL[0] else ""
         return f"gateway: {row['router']}{default}"
     size = row["server_dp"]

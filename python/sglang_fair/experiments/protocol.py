@@ -76,7 +76,7 @@ class Point:
     load: str = "above"
     server_dp: int = 0  # per_server: workers per server (0: one router over all D)
     balancer: str = ""  # per_server: the load balancer over the servers (round_robin, client_hash)
-    eviction_feed: bool = True  # the router hears of evictions (the gateway's does not yet)
+    eviction_feed: bool = True  # the router hears of evictions (a gateway: with --feedback-port)
 
     def combo(self) -> str:
         """The capacity this point's rate is relative to (measured with 4 clients, as a total rate)."""
