@@ -29,7 +29,7 @@ from sglang_fair_router.config import ServiceConfig
 
 def test_router_methods_are_the_core_routing_policies() -> None:
     assert set(ROUTER_METHODS) == {"d2lpm", "round_robin", "shortest_queue", "client_rr", "cache_aware",
-                                   "preble", "d2lpm_guarded", "fair_cache_aware", "pab"}
+                                   "preble", "d2lpm_guarded", "fair_cache_aware", "pab", "per_server"}
 
 
 @pytest.mark.parametrize("form", [["--load-balance-method", "d2lpm"], ["--load-balance-method=d2lpm"]])

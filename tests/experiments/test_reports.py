@@ -100,6 +100,9 @@ def test_scheduler_names_say_when_a_router_has_other_than_its_usual_workers() ->
 
     names = [Point("tot", dp=2, router=r, policy=p).scheduler for r, p in (
         ("cache_aware", "lpm"), ("cache_aware", "dlpm_light"), ("fair_cache_aware", "dlpm_light"),
-        ("d2lpm", "dlpm"), ("round_robin", "lpm"), ("round_robin", "vtc"))]
-    assert names == ["Cache-aware", "Cache-aware + dlpm_light", "Fair cache-aware", "D²LPM", "RR+LPM", "VTC"]
+        ("d2lpm", "dlpm"), ("round_robin", "lpm"), ("round_robin", "vtc"), ("round_robin", "dlpm_light"))]
+    assert names == ["Cache-aware", "Cache-aware + dlpm_light", "Fair cache-aware", "D²LPM", "RR+LPM", "VTC",
+                     "RR + dlpm_light"]
+    assert Point("tot", dp=4, router="per_server", server_dp=2, balancer="client_hash").scheduler == \
+        "Per-server, client-hash LB"
     assert Point("tot", dp=1).scheduler == "LPM"

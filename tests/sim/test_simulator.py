@@ -112,6 +112,17 @@ def test_feedback_delay_does_not_extend_the_run() -> None:
     assert slow.end_time < fast.end_time * 2
 
 
+def test_without_eviction_feedback_the_router_tree_keeps_what_workers_evicted() -> None:
+    programs = _tot(rate=1.0)
+    runs = {}
+    for feed in (True, False):
+        spec = _spec("cache_aware", "lpm", 2, cluster={"eviction_feedback": feed}, engine={"kv_tokens": 3000})
+        sim = Simulator(spec, programs)
+        runs[feed] = (sim.run(), sum(sim.router.tree.worker_tokens.values()))
+        _check_conservation(programs, runs[feed][0])
+    assert runs[False][1] > runs[True][1]  # the tree still counts the evicted prefixes
+
+
 def test_summary_has_the_issue_keys() -> None:
     s = summarize(_run(_tot()))
     for key in ("throughput", "actual_service_rate", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s",

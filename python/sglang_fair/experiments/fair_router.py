@@ -40,7 +40,7 @@ def load_runs(path: Path) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
     runs: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in json.loads(path.read_text())["runs"]:
         if r["preset"] == "a100-llama8b" and r["q_w"] == 0 and r["q_u"] == 0 and r["clients"] == 4 \
-                and r["branches"] == 2:
+                and r["branches"] == 2 and r.get("eviction_feed", True):  # not the fleet's no-feed runs
             runs[(r["router"], r["policy"], r["workload"], r["scenario"], r["dp"], r["load"])].append(r)
     return runs
 

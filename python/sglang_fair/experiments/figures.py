@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from sglang_fair.experiments import fleet
 from sglang_fair.experiments.protocol import LOADS, Point
 from sglang_fair.experiments.runner import floats, ints, names
 from sglang_fair.workloads import DEFAULT_RATE_PER_WORKER
@@ -43,6 +44,11 @@ OPTIONS: tuple[tuple[str, str, Callable[[str], list[Any]], str], ...] = (  # fla
     ("load_workloads", "tot,judge", names, "the named-load sweep's workloads"),
     ("load_scenarios", "s1", names, "the named-load sweep's scenarios"),
     ("load_dps", "4", ints, "the named-load sweep's data-parallel degrees"),
+    ("fleet_workloads", "judge,qa", names, "fleet's workloads (the gateway against per-server routers)"),
+    ("fleet_scenarios", "s1", names, "fleet's scenarios"),
+    ("fleet_dps", "8,16", ints, "fleet's worker counts"),
+    ("fleet_server_dps", "2,8", ints, "fleet's server sizes (GPUs per server) of the per-server baseline"),
+    ("fleet_loads", "above", names, "fleet's named loads"),
 )
 
 Figure = Callable[[argparse.Namespace], list[Point]]
@@ -90,6 +96,8 @@ FIGURES: dict[str, Figure] = {  # every figure's points, in the order they run (
                               for wl in a.locality_workloads for sc in a.locality_scenarios
                               for dp in a.locality_dps for ld in a.locality_loads for r, p in pairs(dp)
                               for qw in _d2lpm_quanta(r, [0.0, *a.locality_qws])],
+    "fleet": lambda a: fleet.points(a.fleet_workloads, a.fleet_scenarios, a.fleet_dps, a.fleet_server_dps,
+                                    a.fleet_loads),
 }
 
 
@@ -107,7 +115,7 @@ def parse_options(parser: argparse.ArgumentParser, a: argparse.Namespace) -> Non
         setattr(a, name, parse(getattr(a, name)))
     if unknown := set(a.only) - set(FIGURES):
         parser.error(f"unknown figure(s) {sorted(unknown)}; choose from {list(FIGURES)}")
-    if unknown := set(a.fig_loads + a.locality_loads) - set(LOADS):
+    if unknown := set(a.fig_loads + a.locality_loads + a.fleet_loads) - set(LOADS):
         parser.error(f"unknown load(s) {sorted(unknown)}; choose from {list(LOADS)}")
 
 

@@ -12,13 +12,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.experiments.protocol import LOADS, aggregate
+from sglang_fair.experiments import fleet
+from sglang_fair.experiments.protocol import LOADS, UNSET, aggregate
 from sglang_fair.routing import RouterConfig
 
 BEGIN, END = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
 COLORS = {"RR+LPM": "C1", "LPM": "C1", "Preble": "C2", "Cache-aware": "C5", "VTC": "C3", "D²LPM": "C0",
           "DLPM": "C0", "D²LPM-guarded": "C4", "Cache-aware + dlpm_light": "C7",
-          "Fair cache-aware": "C6"}  # also the order of the tables' rows
+          "Fair cache-aware": "C6", "RR + dlpm_light": "C8", "Per-server, RR LB": "C9",
+          "Per-server, client-hash LB": "C9",
+          "Fair cache-aware, no eviction feed": "C6"}  # also the order of the tables' rows
 LABELS = {"throughput": "throughput (perceived tok/s)", "jain_index": "Jain's index",
           "well_behaved_p50_s": "well-behaved P50 (s)", "well_behaved_p99_s": "well-behaved P99 (s)",
           "cache_hit_rate": "hit rate"}
@@ -154,7 +157,8 @@ COLS = {"fig1": ["load", "scheduler", "q_u", "rate"], "fig1mem": ["load", "sched
         "fig10": ["load", "dp", "scenario", "scheduler", "q_w"],
         "fig11": ["load", "clients", "scheduler", "rate"], "fig12": ["load", "scheduler", "rate"],
         "loads": ["workload", "scenario", "dp", "load", "scheduler", "rate"],
-        "qw_locality": ["workload", "scenario", "dp", "load", "scheduler", "q_w", "rate"]}
+        "qw_locality": ["workload", "scenario", "dp", "load", "scheduler", "q_w", "rate"],
+        "fleet": ["workload", "scenario", "load", "dp", "server_dp", "balancer", "scheduler", "rate"]}
 TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1",
           "fig1mem": "Fig. 1 under memory pressure: one A10 + 8B (15,716-token pool), ToT S1",
           "fig7": "Fig. 7: A100 + 8B, above capacity",
@@ -164,10 +168,14 @@ TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1",
           "fig11": "Fig. 11: 5-50 clients on one A10, ToT (loads of the 4-client capacity, in total)",
           "fig12": "Fig. 12: mix on one A10 (c0, c1 multi-turn; c2 ToT; c3 judge)",
           "loads": "Named loads: 0.7x / 1.0x / 1.2x capacity (a row per workload, scenario and D)",
-          "qw_locality": "Q^w at paper scale: D²LPM and D²LPM-guarded against the other routers"}
+          "qw_locality": "Q^w at paper scale: D²LPM and D²LPM-guarded against the other routers",
+          "fleet": "Several servers: the gateway against a load balancer over per-server routers, A100 + 8B"}
 
 
 def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path: Path) -> None:
+    if name == "fleet":
+        fleet.plot(runs, path)
+        return
     plt = _plt()
     if name in ("fig8", "fig9", "fig12"):
         pick = [r for r in runs if r["seed"] == 0 and r.get("series") and r["load"] == "above"]
@@ -272,7 +280,7 @@ def render(results: dict[str, Any], out: Path) -> None:
         parts.append("### Measured capacities\n\n" + capacity_table(results["capacity"]) + "\n")
     for name in TITLES:
         keys = results.get("figures", {}).get(name)
-        runs = [r for r in results.get("runs", []) if keys and r["key"] in set(keys)]
+        runs = [{**UNSET, **r} for r in results.get("runs", []) if keys and r["key"] in set(keys)]
         if not runs:
             continue
         runs.sort(key=_row_order(COLS[name], runs))
@@ -284,7 +292,8 @@ def render(results: dict[str, Any], out: Path) -> None:
         missing = len(keys) - len(pts)
         parts.append(f"### {TITLES[name]}\n\n" + "\n".join(images) + "\n\n"
                      + (f"({missing} of {len(keys)} points not run.)\n\n" if missing else "")
-                     + table(pts, COLS[name], METRICS + (QUEUE_METRICS if name == "fig1mem" else []))
+                     + (fleet.table(runs) if name == "fleet" else
+                        table(pts, COLS[name], METRICS + (QUEUE_METRICS if name == "fig1mem" else [])))
                      + "\n")
     write_generated(out / "results_tables.md", "\n".join(parts), "# Results: every figure's table")
 

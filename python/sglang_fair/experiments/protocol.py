@@ -36,6 +36,9 @@ SCHEDULERS = {  # router: (name, its usual workers)
     "preble": ("Preble", "preble"), "cache_aware": ("Cache-aware", "lpm"), "client_rr": ("VTC", "vtc"),
     "d2lpm": ("D²LPM", "dlpm"), "d2lpm_guarded": ("D²LPM-guarded", "dlpm"),
     "fair_cache_aware": ("Fair cache-aware", "dlpm_light")}
+RR_NAMES = {"lpm": "RR+LPM", "dlpm_light": "RR + dlpm_light"}  # else the admission policy's name
+BALANCERS = {"round_robin": "RR LB", "client_hash": "client-hash LB"}  # per_server's, as named in tables
+UNSET = {"server_dp": 0, "balancer": "", "eviction_feed": True}  # Point fields not in keys at these values
 REFERENCE = ("round_robin", "lpm")  # the scheduler whose capacity names the loads (SGLang's default)
 SERIES_BIN_S = 20.0
 
@@ -71,20 +74,29 @@ class Point:
     q_u: float = 0.0
     q_w: float = 0.0
     load: str = "above"
+    server_dp: int = 0  # per_server: workers per server (0: one router over all D)
+    balancer: str = ""  # per_server: the load balancer over the servers (round_robin, client_hash)
+    eviction_feed: bool = True  # the router hears of evictions (a gateway: with --feedback-port)
 
     def combo(self) -> str:
         """The capacity this point's rate is relative to (measured with 4 clients, as a total rate)."""
         return f"{self.workload}/{self.scenario}/D{self.dp}/{self.preset}/B{self.branches}"
 
     def key(self) -> str:
-        return "|".join(f"{k}={v}" for k, v in asdict(self).items())
+        """The fields, ``k=v|...``; the server fields only where set (the keys of runs made before
+        they existed stay the same)."""
+        return "|".join(f"{k}={v}" for k, v in asdict(self).items() if k not in UNSET or v != UNSET[k])
 
     @property
     def scheduler(self) -> str:
         """The pair's name in tables and plots; a router with other than its usual workers says which."""
+        if not self.eviction_feed:
+            return replace(self, eviction_feed=True).scheduler + ", no eviction feed"
         if self.router == "round_robin":
-            name = "RR+LPM" if self.policy == "lpm" else self.policy.upper()
+            name = RR_NAMES.get(self.policy, self.policy.upper())
             return "LPM" if name == "RR+LPM" and self.dp == 1 else name
+        if self.router == "per_server":
+            return f"Per-server, {BALANCERS[self.balancer]}"
         name, usual = SCHEDULERS[self.router]
         return name if self.policy == usual else f"{name} + {self.policy}"
 
@@ -102,10 +114,13 @@ def simulate(point: Point, total_rate: float, duration: float, seed: int) -> Any
     """One run stopped at ``duration`` (arrivals go on until then); returns the RunResult."""
     router = point.router if point.dp > 1 else "round_robin"
     spec = RunSpec(workload=_workload(point, total_rate, duration, seed),
-                   cluster=ClusterSimConfig(dp=point.dp, max_time=duration),
+                   cluster=ClusterSimConfig(dp=point.dp, max_time=duration,
+                                            eviction_feedback=point.eviction_feed),
                    engine=EngineConfig(preset=point.preset),
                    admission=AdmissionConfig(policy=point.policy, quantum=point.q_u),
-                   routing=RouterConfig(policy=router, quantum=point.q_w or RouterConfig.quantum))
+                   routing=RouterConfig(policy=router, quantum=point.q_w or RouterConfig.quantum,
+                                        server_workers=point.server_dp,
+                                        server_balancer=point.balancer or RouterConfig.server_balancer))
     return Simulator(spec).run()
 
 
@@ -113,7 +128,8 @@ def measure_capacity(point: Point, proto: Protocol, start: float,
                      search: CapacitySearch | None = None) -> dict[str, Any]:
     """The capacity (total programs/s; arena: time scale) of ``point.combo()`` under RR+LPM: the
     backlog growth at a rate is the mean over seeds 0..capacity_seeds-1 (one seed scatters by ~0.1)."""
-    ref = replace(point, router=REFERENCE[0], policy=REFERENCE[1], q_u=0.0, q_w=0.0, clients=4)
+    ref = replace(point, router=REFERENCE[0], policy=REFERENCE[1], q_u=0.0, q_w=0.0, clients=4,
+                  server_dp=0, balancer="", eviction_feed=True)
 
     def growth(rate: float) -> float:
         gs = []
@@ -218,7 +234,7 @@ def aggregate(rows: list[dict[str, Any]], keys: tuple[str, ...] = KEYS) -> list[
         groups.setdefault(r["key"], []).append(r)
     out = []
     for rs in groups.values():
-        entry = {k: rs[0][k] for k in asdict(Point("x")) | {"scheduler": 0, "rate": 0}}
+        entry = {k: rs[0].get(k, UNSET.get(k)) for k in asdict(Point("x")) | {"scheduler": 0, "rate": 0}}
         entry["seeds"] = sorted(r["seed"] for r in rs)
         for k in keys:
             entry[k] = asdict(spread([r.get(k) for r in rs]))

@@ -32,6 +32,8 @@ from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.global_tree import GlobalRadixTree, TokenKey, token_count
 
+SERVER_BALANCERS = ("round_robin", "client_hash")  # per_server's load balancers over servers
+
 
 class RouteRequest(Protocol):
     @property
@@ -67,6 +69,12 @@ class RouterConfig:
     preble_balance: float = field(default=1.5, metadata={
         "help": "preble: load ratio (chosen / lightest) that redirects to the lightest worker"})
     max_tree_tokens: int = field(default=1 << 26, metadata={"help": "bound of the global tree"})
+    server_workers: int = field(default=0, metadata={
+        "help": "per_server: workers per server (consecutive indices); 0 = one server of all"})
+    server_balancer: str = field(default="round_robin", metadata={
+        "help": "per_server: how the load balancer picks a server", "choices": SERVER_BALANCERS})
+    server_policy: str = field(default="fair_cache_aware", metadata={
+        "help": "per_server: each server's own routing policy over its workers"})
     cost: CostModel = field(default_factory=CostModel)
 
     def __post_init__(self) -> None:
@@ -83,6 +91,9 @@ class RouterConfig:
         require(self.max_tree_tokens > 0, "max_tree_tokens must be > 0")
         require(self.preble_window >= 1, f"preble_window must be >= 1, got {self.preble_window}")
         require(self.preble_balance >= 1, f"preble_balance must be >= 1, got {self.preble_balance}")
+        require(self.server_workers >= 0, f"server_workers must be >= 0, got {self.server_workers}")
+        require(self.server_balancer in SERVER_BALANCERS,
+                f"server_balancer must be one of {SERVER_BALANCERS}, got {self.server_balancer!r}")
 
 
 class NoWorkerError(RuntimeError):

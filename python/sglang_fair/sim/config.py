@@ -79,6 +79,9 @@ class ClusterSimConfig:
     dp: int = field(default=1, metadata={"help": "data-parallel workers (GPUs)"})
     feedback_delay: float = field(
         default=0.005, metadata={"help": "seconds before the router hears of finishes and evictions"})
+    eviction_feedback: bool = field(default=True, metadata={
+        "help": "the router hears of the workers' evictions (off: its tree learns only from dispatches, "
+                "as a gateway's over servers without --feedback-port)"})
     max_time: float = field(
         default=0.0, metadata={"help": "stop at this simulated time; 0 = 20x --duration"})
     window: float = field(default=1.0, metadata={"help": "metrics window (seconds)"})

@@ -4,7 +4,8 @@ Events, in time order (ties in insertion order, so runs are deterministic):
 - a program arrives: its ready calls are routed (the real routing policy) and queued at a worker;
 - a worker's step ends: its effects are applied (``EngineWorker.complete_step``), finished calls
   release their children (closed loop), and the worker starts its next step at once;
-- feedback reaches the router ``feedback_delay`` seconds after a finish or an eviction, as over ZMQ.
+- feedback reaches the router ``feedback_delay`` seconds after a finish or an eviction, as over ZMQ
+  (evictions only with ``eviction_feedback``).
 The run ends when every program finished or at ``max_time``. Policies never read time.
 """
 
@@ -203,7 +204,7 @@ class Simulator:
             idx = worker.index
             self._push(self.now + self.cfg.feedback_delay, FEEDBACK,
                        lambda: self.router.on_prefill_budget(idx, budget))
-        if out.evicted:
+        if out.evicted and self.cfg.eviction_feedback:
             evs = out.evicted
             idx = worker.index
             self._push(self.now + self.cfg.feedback_delay, FEEDBACK, lambda: self._evicted(idx, evs))
