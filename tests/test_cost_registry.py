@@ -47,7 +47,8 @@ def test_unknown_policy_lists_known_names() -> None:
     known = "dlpm, dlpm_light, fcfs, lpm, preble, vtc"
     with pytest.raises(ConfigError, match=rf"unknown admission policy 'lfu'; known: {known}"):
         make_admission_policy(AdmissionConfig(policy="lfu"))
-    routers = "cache_aware, client_rr, d2lpm, d2lpm_guarded, fair_cache_aware, pab, preble, round_robin"
+    routers = ("cache_aware, client_rr, d2lpm, d2lpm_guarded, fair_cache_aware, pab, per_server, preble, "
+               "round_robin, shortest_queue")
     with pytest.raises(ConfigError, match=rf"known: {routers}"):
         make_routing_policy(RouterConfig(policy="random"))
 
