@@ -146,7 +146,7 @@ else
 fi
 wheels="$(find_torch_wheels)"
 if [[ -n "$wheels" ]]; then
-  FIND_LINKS="$(serve_wheels "$wheels")"; TORCH_INDEX=""
+  serve_wheels "$wheels"; TORCH_INDEX=""
   say "torch: the CPU wheel in $wheels, served at $FIND_LINKS for the build"
 elif curl -sf -m 20 -o /dev/null https://download.pytorch.org/whl/cpu/torch/; then
   FIND_LINKS=""; TORCH_INDEX="https://download.pytorch.org/whl/cpu"; say "torch: PyTorch's CPU index"

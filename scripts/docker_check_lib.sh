@@ -143,7 +143,8 @@ find_torch_wheels() {
   done
 }
 
-# A folder of wheels pip may take torch from (the CPU build), served on 127.0.0.1 for the build; prints the URL.
+# A folder of wheels pip may take torch from (the CPU build), served on 127.0.0.1 for the build: sets
+# FIND_LINKS (its URL) and WHEEL_SERVER (the pid cleanup stops; not called in $(...), which would lose it).
 # The same port each run where it is free, so that the URL, a build argument, keeps the build cache valid.
 serve_wheels() {
   local dir="$1" port
@@ -152,7 +153,7 @@ serve_wheels() {
   WHEEL_SERVER=$!
   local i
   for i in $(seq 20); do curl -sf -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.5; done
-  echo "http://127.0.0.1:$port/"
+  FIND_LINKS="http://127.0.0.1:$port/"
 }
 
 # --- waiting ------------------------------------------------------------------------------------------
