@@ -155,8 +155,10 @@ else
 fi
 
 step build
-export PORT="127.0.0.1:$(free_port)" SGLANG_FAIR_KEYS="$WORK/keys.txt" OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
-export GATEWAY_PORT="127.0.0.1:$(free_port)" FLEET_PORT_A="127.0.0.1:$(free_port)" FLEET_PORT_B="127.0.0.1:$(free_port)"
+mapfile -t ports < <(free_ports 4)
+export PORT="127.0.0.1:${ports[0]}" GATEWAY_PORT="127.0.0.1:${ports[1]}"
+export FLEET_PORT_A="127.0.0.1:${ports[2]}" FLEET_PORT_B="127.0.0.1:${ports[3]}"
+export SGLANG_FAIR_KEYS="$WORK/keys.txt" OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 export SGLANG_FAIR_GATEWAY_TOKEN="$WORK/gateway.token"
 python3 -c 'import secrets; print(secrets.token_hex(32))' >"$SGLANG_FAIR_GATEWAY_TOKEN"  # openssl rand -hex 32
 chmod 0644 "$SGLANG_FAIR_GATEWAY_TOKEN"
@@ -201,8 +203,8 @@ say "servers A and B healthy, the gateway started: $(( $(date +%s) - up_start ))
 waited="$(wait_health "$GATEWAY" healthy 300)"
 say "gateway healthy $waited s later (published on $GATEWAY_PORT): $(docker logs "$GATEWAY" 2>&1 | grep -m1 'sglang-fair gateway:')"
 
-step probe
-probe --client "$CLIENT" --key "$KEY" --other-key "$OTHER_KEY"
+step probe  # server A, published on FLEET_PORT_A
+PORT="$FLEET_PORT_A" probe --client "$CLIENT" --key "$KEY" --other-key "$OTHER_KEY"
 
 step fleet-probe
 fleet_probe check

@@ -27,6 +27,17 @@ for port in (int(sys.argv[1]), 0):
 PY
 }
 
+# N distinct free TCP ports on 127.0.0.1, one a line (all bound at once, so none is given twice).
+free_ports() {
+  python3 - "$1" <<'PY'
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in socks))
+PY
+}
+
 # --- engine -------------------------------------------------------------------------------------------
 # The running engine if `docker info` answers; else Debian's docker.io (installed if missing) started here
 # with no iptables rules, no IP forwarding and no default bridge, so the host's network is left as it was:
