@@ -12,13 +12,14 @@ apt_install() {
     >>"$WORK/apt.log" 2>&1 || die "apt-get install $* failed: $(tail -5 "$WORK/apt.log")"
 }
 
-# A free TCP port on 127.0.0.1: $1 if it is free, else any.
+# A free TCP port on 127.0.0.1: $1 if nothing listens on it, else any.
 free_port() {
   python3 - "${1:-0}" <<'PY'
 import socket, sys
 for port in (int(sys.argv[1]), 0):
     try:
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server binds: TIME_WAIT is no use
             s.bind(("127.0.0.1", port))
             print(s.getsockname()[1])
             break
