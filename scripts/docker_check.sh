@@ -1,24 +1,35 @@
 #!/usr/bin/env bash
-# Build the images and run the compose `cpu` profile for real, then check it as a user would (docs/deploy.md,
-# "What was and was not verified here").   usage: scripts/docker_check.sh [--keep]
+# Build the images and run the compose `fleet-cpu` and `cpu` profiles for real, then check them as a user would
+# (docs/deploy.md, "What was and was not verified here").   usage: scripts/docker_check.sh [--keep]
 # As root on a machine without a Docker engine it installs Debian's docker.io and starts dockerd (no iptables
 # rules, no IP forwarding, no default bridge); where no image registry answers it makes the bases from
 # Debian's packages (debootstrap; docker/local/). Steps, each timed; the first that fails ends the run with
 # exit code 1 and its name:
-#   engine  a Docker engine and a compose command (the v2 plugin if present, else Debian's v1)
-#   bases   python:3.11.7-slim-bookworm if present or pullable, else a local stand-in
-#   build   the CPU image, through compose (docker/compose.yaml + docker/compose.check.yaml)
-#   keys    a missing keys file stops `up`; a keys file uid 10001 cannot read stops the server (exit 2)
-#   up      compose --profile cpu up; the health check reports healthy
-#   probe   scripts/docker_probe.py: chat 200 with a key, 401 with a wrong or no key, /fairness, /metrics
-#   user    the server runs as uid 10001, the keys mount is read-only, the image's HEALTHCHECK command passes
-#   health  the server stopped (SIGSTOP): unhealthy; resumed: healthy again
-#   gpu     docker/Dockerfile on a stand-in for SGLang's image: build, selfcheck, entry point, user, volumes,
-#           and its HEALTHCHECK command against the running CPU server
-#   down    compose down leaves no container or network of the project
-#   try     the cpu profile as docs/deploy.md's "Try it on CPU" runs it (compose.yaml alone, no keys): up,
-#           healthy, a chat naming its client in X-Client-Id, /fairness and /metrics show it; down
-# A later several-server profile adds its own up/probe/down to this list.
+#   engine       a Docker engine and a compose command (the v2 plugin if present, else Debian's v1); every
+#                profile of docker/compose.yaml valid for it
+#   bases        python:3.11.7-slim-bookworm if present or pullable, else a local stand-in
+#   build        the CPU image, through compose (docker/compose.yaml + docker/compose.check.yaml)
+#   keys         a missing keys or token file stops `up`; a keys file uid 10001 cannot read stops the
+#                server (exit 2)
+#   fleet-up     compose --profile fleet-cpu up (compose.yaml alone, the keys of docker/keys.example.txt, a
+#                generated gateway token): both servers healthy (started together), then the gateway healthy
+#   probe        scripts/docker_probe.py at server A: chat 200 with a key, 401 with a wrong or no key,
+#                /fairness, /metrics
+#   fleet-probe  scripts/fleet_probe.py: a keyed chat through the gateway 200, a wrong key 401, a pinned
+#                routed_dp_rank straight to each server 403 (no token), /gateway/state: both servers'
+#                workers, requests routed to each
+#   user         server A and the gateway run as uid 10001, the keys and token mounts are read-only, the
+#                image's HEALTHCHECK command passes
+#   health       server A stopped (SIGSTOP): the gateway takes it out, unhealthy; resumed: healthy, and the
+#                gateway takes it back and routes to it
+#   failover     server B killed (compose kill): the gateway takes it out, chats through the gateway still
+#                200; compose start B (it boots during the next step)
+#   gpu          docker/Dockerfile on a stand-in for SGLang's image: build, selfcheck, entry point, user,
+#                volumes, and its HEALTHCHECK command against running server A
+#   taken-back   server B healthy again; the gateway takes it back and routes to it
+#   fleet-down   compose down leaves no container or network of the project
+#   try          the cpu profile as docs/deploy.md's "Try it on CPU" runs it (compose.yaml alone, no keys):
+#                up, healthy, a chat naming its client in X-Client-Id, /fairness and /metrics show it; down
 # --keep leaves the engine running and the images in place (a second run then skips the bases). Without it,
 # the script removes what it made (containers, volumes, its images and bases) and stops a dockerd it started.
 # Settings: SGLANG_FAIR_CHECK_NICE (19: heavy steps and a dockerd started here run at low priority),
@@ -52,16 +63,28 @@ PROJECT="sglang-fair-check"
 GPU_VOLUMES=(sglang-fair-check-models sglang-fair-check-hf)
 ENGINE_PID=/run/sglang-fair-check-dockerd.pid
 WORK="$(mktemp -d /tmp/sglang-fair-docker-check.XXXXXX)"
-STARTED_ENGINE=0 WHEEL_SERVER="" CONTAINER="" COMPOSE_USED=0 STEP="" STEP_START=0
+STARTED_ENGINE=0 WHEEL_SERVER="" CONTAINER="" COMPOSE_USED=0 STEP="" STEP_START=0 BOOTING=""
 TIMES=() COMPOSE=() COMPOSE_NAME=""
 START="$(date +%s)"
 
-finish_step() { [[ -n "$STEP" ]] && TIMES+=("$(printf '%-7s %5d s' "$STEP" $(( $(date +%s) - STEP_START )))"); STEP=""; }
+finish_step() { [[ -n "$STEP" ]] && TIMES+=("$(printf '%-11s %5d s' "$STEP" $(( $(date +%s) - STEP_START )))"); STEP=""; }
 step() { finish_step; STEP="$1"; STEP_START="$(date +%s)"; say "== $1 ($(date -u +%H:%M:%S) UTC)"; }
-compose() {  # the cpu profile as this check runs it: with keys (docker/compose.check.yaml)
+compose() {  # the cpu profile's build as this check runs it (docker/compose.check.yaml)
   "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" -f "$ROOT/docker/compose.check.yaml" --profile cpu "$@"
 }
 plain() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile cpu "$@"; }  # as users run it
+fleet() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile fleet-cpu "$@"; }  # as users run it
+fleet_probe() {  # scripts/fleet_probe.py against the gateway and both servers' published ports
+  python3 "$ROOT/scripts/fleet_probe.py" --gateway "http://$GATEWAY_PORT" --key "$KEY" \
+    --servers "http://$FLEET_PORT_A,http://$FLEET_PORT_B" "$@" | sed 's/^/docker_check: fleet: /'
+  [[ "${PIPESTATUS[0]}" == 0 ]] || die "the fleet did not answer as a user expects (above)"
+}
+service_container() {  # the container of a fleet-cpu service
+  local id
+  id="$(fleet ps -q "$1")"
+  [[ -n "$id" ]] || die "compose ps shows no $1 container"
+  echo "$id"
+}
 probe() {
   python3 "$ROOT/scripts/docker_probe.py" --base-url "http://$PORT" "$@" | sed 's/^/docker_check: probe: /'
   [[ "${PIPESTATUS[0]}" == 0 ]] || die "the server did not answer as a user expects (above)"
@@ -79,7 +102,7 @@ down_and_check() {  # compose down (with the given compose function), then nothi
 cleanup() {
   set +e
   [[ -n "$CONTAINER" ]] && kill -CONT "$(docker inspect -f '{{.State.Pid}}' "$CONTAINER" 2>/dev/null)" 2>/dev/null
-  [[ "$COMPOSE_USED" == 1 ]] && compose down -v --remove-orphans >/dev/null 2>&1
+  [[ "$COMPOSE_USED" == 1 ]] && fleet down -v --remove-orphans >/dev/null 2>&1 && compose down -v --remove-orphans >/dev/null 2>&1
   [[ -n "$WHEEL_SERVER" ]] && kill "$WHEEL_SERVER" 2>/dev/null
   if docker info >/dev/null 2>&1; then
     docker volume rm "${GPU_VOLUMES[@]}" >/dev/null 2>&1
@@ -104,11 +127,11 @@ trap on_exit EXIT
 step engine
 ensure_engine
 ensure_compose
-for profile in gpu dp cpu; do  # the file users run, as this compose command reads it
+for profile in gpu dp cpu fleet fleet-cpu; do  # the file users run, as this compose command reads it
   "${COMPOSE[@]}" -f "$ROOT/docker/compose.yaml" --profile "$profile" config -q >"$WORK/config.log" 2>&1 \
     || die "docker/compose.yaml (profile $profile) is invalid for $COMPOSE_NAME: $(cat "$WORK/config.log")"
 done
-say "compose: $COMPOSE_NAME; docker/compose.yaml valid for it (profiles gpu, dp, cpu)"
+say "compose: $COMPOSE_NAME; docker/compose.yaml valid for it (profiles gpu, dp, cpu, fleet, fleet-cpu)"
 free_gb="$(df -P --block-size=1G "$(docker info -f '{{.DockerRootDir}}')" | awk 'NR == 2 {print $4}')"
 (( free_gb >= MIN_FREE_GB )) || die "$free_gb GB free under $(docker info -f '{{.DockerRootDir}}'), the check needs $MIN_FREE_GB"
 
@@ -123,7 +146,7 @@ else
 fi
 wheels="$(find_torch_wheels)"
 if [[ -n "$wheels" ]]; then
-  FIND_LINKS="$(serve_wheels "$wheels")"; TORCH_INDEX=""
+  serve_wheels "$wheels"; TORCH_INDEX=""
   say "torch: the CPU wheel in $wheels, served at $FIND_LINKS for the build"
 elif curl -sf -m 20 -o /dev/null https://download.pytorch.org/whl/cpu/torch/; then
   FIND_LINKS=""; TORCH_INDEX="https://download.pytorch.org/whl/cpu"; say "torch: PyTorch's CPU index"
@@ -132,8 +155,13 @@ else
 fi
 
 step build
-PORT_NUMBER="$(free_port)"
-export PORT="127.0.0.1:$PORT_NUMBER" SGLANG_FAIR_KEYS="$WORK/keys.txt" OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
+mapfile -t ports < <(free_ports 4)
+export PORT="127.0.0.1:${ports[0]}" GATEWAY_PORT="127.0.0.1:${ports[1]}"
+export FLEET_PORT_A="127.0.0.1:${ports[2]}" FLEET_PORT_B="127.0.0.1:${ports[3]}"
+export SGLANG_FAIR_KEYS="$WORK/keys.txt" OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
+export SGLANG_FAIR_GATEWAY_TOKEN="$WORK/gateway.token"
+python3 -c 'import secrets; print(secrets.token_hex(32))' >"$SGLANG_FAIR_GATEWAY_TOKEN"  # openssl rand -hex 32
+chmod 0644 "$SGLANG_FAIR_GATEWAY_TOKEN"
 export CHECK_PYTHON_IMAGE="$PYTHON_IMAGE" CHECK_TORCH_INDEX="$TORCH_INDEX" CHECK_PIP_FIND_LINKS="$FIND_LINKS"
 grep -v '^#' "$ROOT/docker/keys.example.txt" >"$SGLANG_FAIR_KEYS"
 mapfile -t key_lines <"$SGLANG_FAIR_KEYS"
@@ -146,11 +174,14 @@ low "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" -f "$ROOT/docke
 grep -E "modules imported|^ok$|tiny llama" "$WORK/build-cpu.log" | sed 's/^/docker_check: build: /' || true
 
 step keys
-if SGLANG_FAIR_KEYS="$WORK/absent.txt" compose up -d --no-build >"$WORK/up-absent.log" 2>&1; then
-  die "compose up started with a missing keys file"
-fi
-say "a missing keys file stops up: $(grep -m1 -o 'bind source path does not exist.*' "$WORK/up-absent.log" || tail -1 "$WORK/up-absent.log")"
-compose down >/dev/null 2>&1
+for missing in SGLANG_FAIR_KEYS SGLANG_FAIR_GATEWAY_TOKEN; do
+  if env "$missing=$WORK/absent.txt" "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile fleet-cpu \
+      up -d --no-build >"$WORK/up-absent.log" 2>&1; then
+    die "compose up (fleet-cpu) started with a missing file in $missing"
+  fi
+  say "a missing $missing file stops up: $(grep -m1 -o 'bind source path does not exist.*' "$WORK/up-absent.log" || tail -1 "$WORK/up-absent.log")"
+  fleet down >/dev/null 2>&1
+done
 install -m 0600 "$SGLANG_FAIR_KEYS" "$WORK/keys-0600.txt"
 rc=0
 docker run --rm --network none -v "$WORK/keys-0600.txt:/etc/sglang-fair/keys.txt:ro" "$CPU_IMAGE" \
@@ -160,28 +191,58 @@ docker run --rm --network none -v "$WORK/keys-0600.txt:/etc/sglang-fair/keys.txt
 say "keys file 0600 root: exit 2, $(grep -m1 'Permission denied' "$WORK/keys-0600.log")"
 chmod 0644 "$SGLANG_FAIR_KEYS"
 
-step up
-compose up -d --no-build >"$WORK/up.log" 2>&1 || die "compose up failed: $(tail -5 "$WORK/up.log")"
-CONTAINER="$(compose ps -q sglang-fair-cpu)"
-[[ -n "$CONTAINER" ]] || die "compose ps shows no sglang-fair-cpu container"
-say "healthy after $(wait_health "$CONTAINER" healthy 600) s (published on $PORT)"
+step fleet-up  # docs/deploy.md, "Several nodes": two servers and the gateway, started by one command
+up_start="$(date +%s)"  # compose starts both servers at once and the gateway once both are healthy
+fleet up -d --no-build >"$WORK/up-fleet.log" 2>&1 || die "compose up (fleet-cpu) failed: $(tail -5 "$WORK/up-fleet.log")"
+CONTAINER="$(service_container sglang-fair-cpu-a)"
+B_CONTAINER="$(service_container sglang-fair-cpu-b)"
+GATEWAY="$(service_container sglang-fair-cpu-gateway)"
+waited="$(wait_health "$CONTAINER" healthy 600)"  # assignments: a failed wait ends the run
+waited="$(wait_health "$B_CONTAINER" healthy 600)"
+say "servers A and B healthy, the gateway started: $(( $(date +%s) - up_start )) s after up"
+waited="$(wait_health "$GATEWAY" healthy 300)"
+say "gateway healthy $waited s later (published on $GATEWAY_PORT): $(docker logs "$GATEWAY" 2>&1 | grep -m1 'sglang-fair gateway:')"
 
-step probe
-probe --client "$CLIENT" --key "$KEY" --other-key "$OTHER_KEY"
+step probe  # server A, published on FLEET_PORT_A
+PORT="$FLEET_PORT_A" probe --client "$CLIENT" --key "$KEY" --other-key "$OTHER_KEY"
+
+step fleet-probe
+fleet_probe check
 
 step user
-uid="$(docker exec "$CONTAINER" id -u)"
-[[ "$uid" == 10001 ]] || die "the server runs as uid $uid, not 10001"
-docker exec "$CONTAINER" sh -c ': >> /etc/sglang-fair/keys.txt' 2>/dev/null && die "the keys file is writable in the container"
-docker exec "$CONTAINER" sh -c "$(health_command "$CPU_IMAGE")" || die "the CPU image's HEALTHCHECK command failed in the container"
-say "uid 10001, keys file read-only, the image's HEALTHCHECK command passes"
+for c in "$CONTAINER" "$GATEWAY"; do
+  uid="$(docker exec "$c" id -u)"
+  [[ "$uid" == 10001 ]] || die "container $c runs as uid $uid, not 10001"
+  for file in keys.txt gateway.token; do
+    docker exec "$c" sh -c ": >> /etc/sglang-fair/$file" 2>/dev/null && die "/etc/sglang-fair/$file is writable in $c"
+  done
+done
+cpu_health="$(health_command "$CPU_IMAGE")"
+[[ -n "$cpu_health" ]] || die "the CPU image has no HEALTHCHECK command"
+docker exec "$CONTAINER" sh -c "$cpu_health" || die "the CPU image's HEALTHCHECK command failed in the container"
+say "server A and the gateway: uid 10001, keys and token files read-only; the image's HEALTHCHECK command passes"
 
 step health
 pid="$(docker inspect -f '{{.State.Pid}}' "$CONTAINER")"
 kill -STOP "$pid"
-say "server stopped: $(wait_health "$CONTAINER" unhealthy 180) s to unhealthy"
+fleet_probe out --server sglang-fair-cpu-a
+waited="$(wait_health "$CONTAINER" unhealthy 180)"
+say "server A stopped: $waited s more to unhealthy"
 kill -CONT "$pid"
-say "server resumed: $(wait_health "$CONTAINER" healthy 180) s to healthy"
+waited="$(wait_health "$CONTAINER" healthy 180)"
+say "server A resumed: $waited s to healthy"
+fleet_probe back --server sglang-fair-cpu-a
+
+step failover
+fleet kill sglang-fair-cpu-b >"$WORK/kill-b.log" 2>&1 || die "compose kill failed: $(tail -3 "$WORK/kill-b.log")"
+# Chats sent at once after the kill got 503 "broke off: Connection timeout" (2026-11-26): the gateway
+# counts a connect timeout to the vanished container (its address cached for 10 s) as a started request,
+# not as an unreachable server. Until it fails those over too, the chats go once its probe took B out.
+fleet_probe out --server sglang-fair-cpu-b --wait 60
+fleet_probe chats --count 4
+fleet start sglang-fair-cpu-b >"$WORK/start-b.log" 2>&1 || die "compose start failed: $(tail -3 "$WORK/start-b.log")"
+BOOTING="$B_CONTAINER"  # it boots during the gpu step; taken-back waits for it
+say "server B started again"
 
 step gpu
 sglang_image="${SGLANG_FAIR_CHECK_SGLANG_IMAGE:-}"
@@ -222,14 +283,20 @@ docker run --rm --network "container:$CONTAINER" --entrypoint sh "$GPU_IMAGE" -c
 gpu_run --entrypoint sh "$GPU_IMAGE" -c "$gpu_health" 2>/dev/null && die "the GPU HEALTHCHECK command passed with no server"
 say "gpu: its HEALTHCHECK command passes against the running CPU server, fails without one"
 
-step down
-down_and_check compose
+step taken-back
+waited="$(wait_health "$BOOTING" healthy 600)"
+say "server B healthy $waited s after the gpu step"
+fleet_probe back --server sglang-fair-cpu-b
+
+step fleet-down
+down_and_check fleet
 
 step try  # docs/deploy.md, "Try it on CPU": compose.yaml alone, no keys file, clients named by a header
 plain up -d --no-build >"$WORK/up-plain.log" 2>&1 || die "compose up failed: $(tail -5 "$WORK/up-plain.log")"
 CONTAINER="$(plain ps -q sglang-fair-cpu)"
 [[ -n "$CONTAINER" ]] || die "compose ps shows no sglang-fair-cpu container"
-say "healthy after $(wait_health "$CONTAINER" healthy 600) s"
+waited="$(wait_health "$CONTAINER" healthy 600)"  # an assignment: a failed wait ends the run
+say "healthy after $waited s"
 probe --client alice
 down_and_check plain
 finish_step

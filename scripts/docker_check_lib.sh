@@ -12,18 +12,30 @@ apt_install() {
     >>"$WORK/apt.log" 2>&1 || die "apt-get install $* failed: $(tail -5 "$WORK/apt.log")"
 }
 
-# A free TCP port on 127.0.0.1: $1 if it is free, else any.
+# A free TCP port on 127.0.0.1: $1 if nothing listens on it, else any.
 free_port() {
   python3 - "${1:-0}" <<'PY'
 import socket, sys
 for port in (int(sys.argv[1]), 0):
     try:
         with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as http.server binds: TIME_WAIT is no use
             s.bind(("127.0.0.1", port))
             print(s.getsockname()[1])
             break
     except OSError:
         continue
+PY
+}
+
+# N distinct free TCP ports on 127.0.0.1, one a line (all bound at once, so none is given twice).
+free_ports() {
+  python3 - "$1" <<'PY'
+import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks:
+    s.bind(("127.0.0.1", 0))
+print("\n".join(str(s.getsockname()[1]) for s in socks))
 PY
 }
 
@@ -143,7 +155,8 @@ find_torch_wheels() {
   done
 }
 
-# A folder of wheels pip may take torch from (the CPU build), served on 127.0.0.1 for the build; prints the URL.
+# A folder of wheels pip may take torch from (the CPU build), served on 127.0.0.1 for the build: sets
+# FIND_LINKS (its URL) and WHEEL_SERVER (the pid cleanup stops; not called in $(...), which would lose it).
 # The same port each run where it is free, so that the URL, a build argument, keeps the build cache valid.
 serve_wheels() {
   local dir="$1" port
@@ -152,7 +165,7 @@ serve_wheels() {
   WHEEL_SERVER=$!
   local i
   for i in $(seq 20); do curl -sf -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.5; done
-  echo "http://127.0.0.1:$port/"
+  FIND_LINKS="http://127.0.0.1:$port/"
 }
 
 # --- waiting ------------------------------------------------------------------------------------------

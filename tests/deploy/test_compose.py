@@ -1,20 +1,24 @@
 """docker/compose.yaml without a docker engine: it parses, names only files that exist (the operator's
-keys file excepted, whose example must parse), and every service's command, after the image's
-ENTRYPOINT, is accepted by the real parsers ``sglang-fair serve`` uses: the project's flags (validated as
-``serve`` validates them) and SGLang's own (SGLang's argparse parser with the plugin's policy names;
-that part needs the CPU SGLang install and imports it, ~10 s)."""
+keys file and gateway token excepted: the keys' example must parse, a generated token stands in for the
+token), and every service's command, after its ENTRYPOINT, is accepted by the real parsers: ``sglang-fair
+serve``'s and ``gateway``'s own flags (validated as they validate them) and, for servers, SGLang's own
+(SGLang's argparse parser with the plugin's policy names; that part needs the CPU SGLang install and
+imports it, ~10 s). The fleet profiles put the gateway in front of servers that trust its token."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import re
+import secrets
+from pathlib import Path
 from typing import Any
 
 import pytest
 from deploy_support import DOCKER, ROOT, instructions
 
 from sglang_fair.cli import build_parser
+from sglang_fair.gateway.config import gateway_config
 from sglang_fair.sglang_plugin.config import build_config
 from sglang_fair.sglang_plugin.keys import load_key_file
 from sglang_fair.sglang_plugin.launcher import check_combination
@@ -23,9 +27,12 @@ from sglang_fair.sglang_plugin.router_link import router_settings
 
 yaml = pytest.importorskip("yaml", reason="PyYAML (installed with the CPU SGLang set)")
 COMPOSE = DOCKER / "compose.yaml"
-CHECK = DOCKER / "compose.check.yaml"  # scripts/docker_check.sh's additions to the cpu profile
-CHECK_FLAGS = ["--client-keys", "/etc/sglang-fair/keys.txt", "--fairness-admins", ""]
-OPERATOR_FILES = {"./keys.txt": DOCKER / "keys.example.txt"}  # created by the operator from the example
+CHECK = DOCKER / "compose.check.yaml"  # scripts/docker_check.sh's additions to the cpu profile's build
+KEY_FLAGS = ["--client-keys", "/etc/sglang-fair/keys.txt", "--fairness-admins", ""]
+TOKEN_FLAGS = ["--gateway-token-file", "/etc/sglang-fair/gateway.token"]
+KEYS_EXAMPLE = DOCKER / "keys.example.txt"  # the operator makes ./keys.txt from it
+TOKEN_TARGET = "/etc/sglang-fair/gateway.token"  # the operator makes ./gateway.token (openssl rand -hex 32)
+FLEET_CPU_SERVERS = ("sglang-fair-cpu-a", "sglang-fair-cpu-b")
 VAR = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
 
 
@@ -45,6 +52,14 @@ def interpolate(value: Any, missing: list[str]) -> Any:
 
 
 @pytest.fixture(scope="module")
+def operator_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The files the operator creates, as bind-mount sources: the keys' example, a generated token."""
+    token = tmp_path_factory.mktemp("operator") / "gateway.token"
+    token.write_text(secrets.token_hex(32) + "\n")
+    return {"./keys.txt": KEYS_EXAMPLE, "./gateway.token": token}
+
+
+@pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
     missing: list[str] = []
     doc = interpolate(yaml.safe_load(COMPOSE.read_text()), missing)
@@ -53,30 +68,39 @@ def compose() -> dict[str, Any]:
 
 
 def entrypoint(service: dict[str, Any]) -> list[str]:
+    """The service's ``entrypoint``, else its image's ENTRYPOINT, after the program (``sglang-fair``)."""
     dockerfile = ROOT / service["build"]["dockerfile"]
-    (args,) = [rest for word, rest in instructions(dockerfile.read_text()) if word == "ENTRYPOINT"]
-    program, *argv = json.loads(args)
+    if "entrypoint" in service:
+        program, *argv = service["entrypoint"]
+    else:
+        (args,) = [rest for word, rest in instructions(dockerfile.read_text()) if word == "ENTRYPOINT"]
+        program, *argv = json.loads(args)
     assert program == "sglang-fair", dockerfile
-    return argv
+    return list(argv)
 
 
-def host_argv(service: dict[str, Any]) -> list[str]:
+def host_argv(service: dict[str, Any], files: dict[str, Path]) -> list[str]:
     """ENTRYPOINT + command with each file argument that lives on a bind mount replaced by the host
-    file (the operator's keys file by its example), so flags that read files are validated too."""
+    file (the operator's files by ``files``), so flags that read files are validated too."""
     mounts = {v["target"]: v["source"] for v in service.get("volumes", []) if isinstance(v, dict)}
     argv = entrypoint(service) + service["command"]
     for i, arg in enumerate(argv):
         if arg in mounts:
             source = mounts[arg]
-            argv[i] = str(OPERATOR_FILES.get(source, DOCKER / source))
+            argv[i] = str(files.get(source, DOCKER / source))
         else:
             assert not arg.startswith("/etc/"), f"{arg} is not mounted"
     return argv
 
 
+def servers(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The services that run ``sglang-fair serve`` (the image's ENTRYPOINT), not the gateway."""
+    return {n: s for n, s in compose["services"].items() if entrypoint(s)[0] == "serve"}
+
+
 def test_profiles_and_files(compose: dict[str, Any]) -> None:
     services = compose["services"]
-    assert {p for s in services.values() for p in s["profiles"]} == {"gpu", "dp", "cpu"}
+    assert {p for s in services.values() for p in s["profiles"]} == {"gpu", "dp", "cpu", "fleet", "fleet-cpu"}
     for name, service in services.items():
         assert (DOCKER / service["build"]["context"]).resolve() == ROOT, name
         assert (ROOT / service["build"]["dockerfile"]).is_file(), name
@@ -84,13 +108,16 @@ def test_profiles_and_files(compose: dict[str, Any]) -> None:
         for volume in service.get("volumes", []):
             source = volume["source"] if isinstance(volume, dict) else volume.split(":")[0]
             if source.startswith((".", "/")):
-                if source in OPERATOR_FILES:
-                    assert load_key_file(str(OPERATOR_FILES[source])).enabled
+                if source == "./keys.txt":
+                    assert load_key_file(str(KEYS_EXAMPLE)).enabled
+                elif source == "./gateway.token":
+                    assert volume["target"] == TOKEN_TARGET and volume["read_only"], name
                 else:
                     assert (DOCKER / source).exists(), f"{name}: {source}"
             else:
                 assert source in compose["volumes"], f"{name}: undeclared volume {source}"
-    assert "docker/keys.txt" in (ROOT / "docs" / "deploy.md").read_text()  # the doc says to create it
+    doc = (ROOT / "docs" / "deploy.md").read_text()
+    assert "docker/keys.txt" in doc and "docker/gateway.token" in doc  # the doc says to create them
 
 
 def test_ports_match_the_commands(compose: dict[str, Any]) -> None:
@@ -105,13 +132,22 @@ def test_ports_match_the_commands(compose: dict[str, Any]) -> None:
         assert inside == expected, name
         health = " ".join(service["healthcheck"]["test"])
         assert all(str(p) in health for p in expected), name
-        assert service["labels"]["prometheus.io/port"] == flag_value(argv, "--port"), name
+        if name in servers(compose):
+            assert service["labels"]["prometheus.io/port"] == flag_value(argv, "--port"), name
+        else:  # the gateway serves no /metrics
+            assert "prometheus.io/scrape" not in service.get("labels", {}), name
 
 
-def test_project_flags_parse_and_validate(compose: dict[str, Any]) -> None:
+def test_project_flags_parse_and_validate(compose: dict[str, Any], operator_files: dict[str, Path]) -> None:
     parser = build_parser()
     for name, service in compose["services"].items():
-        args, extra = parser.parse_known_args(host_argv(service))
+        if name not in servers(compose):
+            args = parser.parse_args(host_argv(service, operator_files))
+            assert args.command == "gateway", name
+            config = gateway_config(args)  # the gateway's own validation; reads the keys and token files
+            assert config.key_table.enabled and config.token.enabled, name
+            continue
+        args, extra = parser.parse_known_args(host_argv(service, operator_files))
         assert args.command == "serve", name
         values = {k: getattr(args, k) for k in vars(args) if k not in ("func", "command", "pass_through")}
         config = build_config(values)  # serve's own validation: raises ConfigError on a bad value
@@ -121,8 +157,9 @@ def test_project_flags_parse_and_validate(compose: dict[str, Any]) -> None:
             assert config.key_table.enabled
 
 
-def check_with_sglang(name: str, service: dict[str, Any], sglang_parser: argparse.ArgumentParser) -> None:
-    args, extra = build_parser().parse_known_args(host_argv(service))
+def check_with_sglang(name: str, service: dict[str, Any], sglang_parser: argparse.ArgumentParser,
+                      files: dict[str, Path]) -> None:
+    args, extra = build_parser().parse_known_args(host_argv(service, files))
     plan = plan_router(extra)
     try:
         server_args = sglang_parser.parse_args(plan.sglang_args)
@@ -133,47 +170,94 @@ def check_with_sglang(name: str, service: dict[str, Any], sglang_parser: argpars
     assert check_router_args(plan, server_args).policy == plan.policy, name
 
 
-def test_sglang_accepts_every_passed_through_flag(compose: dict[str, Any],
+def test_sglang_accepts_every_passed_through_flag(compose: dict[str, Any], operator_files: dict[str, Path],
                                                    sglang_parser: argparse.ArgumentParser) -> None:
-    for name, service in compose["services"].items():
-        check_with_sglang(name, service, sglang_parser)
+    for name, service in servers(compose).items():
+        check_with_sglang(name, service, sglang_parser, operator_files)
 
 
 @pytest.mark.parametrize("bad", [["--no-such-flag"], ["--schedule-policy", "nonsense"], ["--dp-size", "two"]])
 def test_negative_control_a_bad_flag_is_caught(compose: dict[str, Any], bad: list[str],
+                                              operator_files: dict[str, Path],
                                               sglang_parser: argparse.ArgumentParser) -> None:
     service = dict(compose["services"]["sglang-fair-dp"])
     service["command"] = [*service["command"], *bad]
     with pytest.raises(AssertionError, match="SGLang rejects"):
-        check_with_sglang("sglang-fair-dp", service, sglang_parser)
+        check_with_sglang("sglang-fair-dp", service, sglang_parser, operator_files)
 
 
-def check_service(compose: dict[str, Any]) -> dict[str, Any]:
-    """The cpu service as scripts/docker_check.sh runs it: compose.yaml's with compose.check.yaml merged
-    as compose merges an override file (command replaced, volumes added, build keys and args merged)."""
+def test_check_override_only_feeds_the_build(compose: dict[str, Any]) -> None:
+    """scripts/docker_check.sh builds the cpu image with compose.check.yaml and runs compose.yaml alone."""
     missing: list[str] = []
     override = interpolate(yaml.safe_load(CHECK.read_text()), missing)
     assert missing == [], f"variables without a default: {missing}"
-    ((name, extra),) = override["services"].items()
-    assert name == "sglang-fair-cpu" and set(extra) == {"build", "command", "volumes"}, extra
-    base = compose["services"][name]
-    return {**base, "command": extra["command"], "volumes": base.get("volumes", []) + extra["volumes"],
-            "build": {**base["build"], **extra["build"]}}
-
-
-def test_check_override_adds_only_the_key_flags(compose: dict[str, Any]) -> None:
-    service = check_service(compose)
-    assert service["command"] == compose["services"]["sglang-fair-cpu"]["command"] + CHECK_FLAGS
-    assert service["build"]["network"] == "host"
-    dockerfile = (ROOT / service["build"]["dockerfile"]).read_text()
+    assert override["services"].keys() == {"sglang-fair-cpu"}
+    (extra,) = override["services"].values()
+    assert set(extra) == {"build"} and extra["build"]["network"] == "host", extra
+    dockerfile = (ROOT / compose["services"]["sglang-fair-cpu"]["build"]["dockerfile"]).read_text()
     declared = {rest.split("=")[0] for word, rest in instructions(dockerfile) if word == "ARG"}
-    assert set(service["build"]["args"]) <= declared, set(service["build"]["args"]) - declared
+    assert set(extra["build"]["args"]) <= declared, set(extra["build"]["args"]) - declared
 
 
-def test_check_service_passes_the_parsers(compose: dict[str, Any],
-                                          sglang_parser: argparse.ArgumentParser) -> None:
-    service = check_service(compose)
-    args, _ = build_parser().parse_known_args(host_argv(service))
-    values = {k: getattr(args, k) for k in vars(args) if k not in ("func", "command", "pass_through")}
-    assert build_config(values).key_table.enabled
-    check_with_sglang("sglang-fair-cpu (docker_check)", service, sglang_parser)
+def mount_sources(service: dict[str, Any]) -> dict[str, str]:
+    return {v["target"]: v["source"] for v in service.get("volumes", []) if isinstance(v, dict)}
+
+
+def fleet_cpu_problems(compose: dict[str, Any]) -> list[str]:
+    """What keeps the fleet-cpu gateway from fronting its two servers (empty: nothing)."""
+    services, problems = compose["services"], []
+    cpu = services["sglang-fair-cpu"]
+    gateway = services["sglang-fair-cpu-gateway"]
+    for name in FLEET_CPU_SERVERS:
+        server = services[name]
+        if server["command"] != cpu["command"] + KEY_FLAGS + TOKEN_FLAGS:
+            problems.append(f"{name}: not the cpu command plus the keys and the token")
+        if (server["image"], server["healthcheck"]) != (cpu["image"], cpu["healthcheck"]):
+            problems.append(f"{name}: not the cpu service's image and health check")
+        if float(server["cpus"]) != 1 or server["environment"]["OMP_NUM_THREADS"] != "1":
+            problems.append(f"{name}: not one core")
+        if mount_sources(server) != mount_sources(gateway):
+            problems.append(f"{name}: other keys or token files than the gateway's")
+        if gateway["depends_on"].get(name, {}).get("condition") != "service_healthy":
+            problems.append(f"the gateway does not wait for {name} to be healthy")
+    urls = flag_value(gateway["command"], "--worker-urls") or ""
+    wanted = [f"http://{n}:{flag_value(entrypoint(services[n]), '--port')}" for n in FLEET_CPU_SERVERS]
+    if urls.split(",") != wanted:
+        problems.append(f"--worker-urls {urls}, the servers are {wanted}")
+    if gateway["image"] != cpu["image"] or gateway["profiles"] != ["fleet-cpu"]:
+        problems.append("the gateway is not the cpu image's, in fleet-cpu")
+    ports = {services[n]["ports"][0].rsplit(":", 1)[0] for n in FLEET_CPU_SERVERS}
+    if len(ports) != len(FLEET_CPU_SERVERS) or not all(p.startswith("127.0.0.1:") for p in ports):
+        problems.append(f"the servers' published ports {ports}: one each, on 127.0.0.1")
+    return problems
+
+
+def test_fleet_cpu_is_two_cpu_servers_behind_the_gateway(compose: dict[str, Any]) -> None:
+    assert fleet_cpu_problems(compose) == []
+    assert {n for n, s in compose["services"].items() if "fleet-cpu" in s["profiles"]} == {
+        *FLEET_CPU_SERVERS, "sglang-fair-cpu-gateway"}
+
+
+@pytest.mark.parametrize("fault", ["url", "depends", "token", "command"])
+def test_negative_control_a_broken_fleet_cpu_is_caught(compose: dict[str, Any], fault: str) -> None:
+    broken = json.loads(json.dumps(compose))
+    services = broken["services"]
+    if fault == "url":
+        services["sglang-fair-cpu-gateway"]["command"][1] = "http://sglang-fair-cpu-a:30000,http://other:30000"
+    elif fault == "depends":
+        del services["sglang-fair-cpu-gateway"]["depends_on"]["sglang-fair-cpu-b"]
+    elif fault == "token":
+        services["sglang-fair-cpu-b"]["volumes"] = services["sglang-fair-cpu-b"]["volumes"][:1]
+    else:
+        services["sglang-fair-cpu-a"]["command"] = services["sglang-fair-cpu-a"]["command"][:-2]
+    assert fleet_cpu_problems(broken) != []
+
+
+def test_fleet_server_trusts_the_gateway_in_front(compose: dict[str, Any]) -> None:
+    """fleet: every node's server with the token, the gateway (one node) with the same files."""
+    server, gateway = compose["services"]["sglang-fair-fleet"], compose["services"]["sglang-fair-gateway"]
+    assert server["command"][-3:-1] == TOKEN_FLAGS and server["profiles"] == gateway["profiles"] == ["fleet"]
+    assert mount_sources(gateway).items() <= mount_sources(server).items()
+    assert flag_value(gateway["command"], "--gateway-token-file") == TOKEN_TARGET
+    assert "depends_on" not in gateway  # its servers run on other nodes
+    assert "deploy" not in gateway  # it needs no GPU
