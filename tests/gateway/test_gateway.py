@@ -336,3 +336,18 @@ def test_a_servers_refusal_is_relayed_with_its_retry_after() -> None:
                         assert (await resp.json())["code"] == 429
                 assert gateway.router.policy.queue == [0]
         run(scenario)
+
+
+def test_prompts_are_tokenized_only_by_servers_not_taken_out() -> None:
+    """A server taken out (stopped, gone) would hold every request's /tokenize call up."""
+    out, live = FakeSGLang(), FakeSGLang()
+    with Running(out, live) as urls:
+        async def scenario() -> None:
+            async with gateway_at(config(urls)) as (url, gateway):
+                gateway.health.take_out(urls[0], "a test")
+                for _ in range(4):
+                    status, _ = await post(f"{url}/v1/chat/completions", CHAT)
+                    assert status == 200
+        run(scenario)
+    assert [c.path for c in out.calls if c.path == "/tokenize"] == []
+    assert len([c for c in live.calls if c.path == "/tokenize"]) == 4

@@ -109,9 +109,11 @@ class Gateway:
         return self.upstream
 
     async def tokenize(self, body: dict[str, Any]) -> Any:
-        """A server's ``/tokenize`` answer for ``body`` (the servers take turns)."""
-        server = self.table.servers[next(self._turn) % len(self.table.servers)]
-        return await self._servers().post_json(server.url, "/tokenize", body)
+        """A server's ``/tokenize`` answer for ``body``, within ``--health-timeout`` (the servers not
+        taken out take turns; a failure routes the request on no tokens, ``prompt.py``)."""
+        servers = [s for s in self.table.servers if s.url not in self.health.reasons] or self.table.servers
+        server = servers[next(self._turn) % len(servers)]
+        return await self._servers().post_json(server.url, "/tokenize", body, self.config.health_timeout)
 
     def client_of(self, request: Request, body: dict[str, Any]) -> str:
         headers = {k.lower(): v for k, v in request.headers.items()}

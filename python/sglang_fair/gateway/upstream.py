@@ -55,10 +55,13 @@ class Upstream:
         except (aiohttp.ClientError, TimeoutError) as err:
             raise UpstreamError(f"{url}{path}: {err or type(err).__name__}") from None
 
-    async def post_json(self, url: str, path: str, body: dict[str, Any]) -> Any:
-        """``POST url+path`` with a JSON body, as the gateway; the JSON answer."""
+    async def post_json(self, url: str, path: str, body: dict[str, Any],
+                        timeout: float | None = None) -> Any:
+        """``POST url+path`` with a JSON body, as the gateway (within ``timeout`` s if given); the
+        JSON answer."""
+        limit = aiohttp.ClientTimeout(total=timeout) if timeout else self.session.timeout
         try:
-            async with self.session.post(url + path, data=json.dumps(body),
+            async with self.session.post(url + path, data=json.dumps(body), timeout=limit,
                                          headers=self.headers(GATEWAY_CLIENT)) as resp:
                 return await _json(resp, url + path)
         except (aiohttp.ClientError, TimeoutError) as err:
