@@ -9,15 +9,15 @@
 #                profile of docker/compose.yaml valid for it
 #   bases        python:3.11.7-slim-bookworm if present or pullable, else a local stand-in
 #   build        the CPU image, through compose (docker/compose.yaml + docker/compose.check.yaml)
-#   keys         a missing keys or token file stops `up`; a keys file uid 10001 cannot read stops the
-#                server (exit 2)
+#   keys         feedback keys made by the image's `sglang-fair keys`; a missing keys, token or feedback-keys
+#                source stops `up`; a keys file uid 10001 cannot read stops the server (exit 2)
 #   fleet-up     compose --profile fleet-cpu up (compose.yaml alone, the keys of docker/keys.example.txt, a
 #                generated gateway token): both servers healthy (started together), then the gateway healthy
 #   probe        scripts/docker_probe.py at server A: chat 200 with a key, 401 with a wrong or no key,
 #                /fairness, /metrics
 #   fleet-probe  scripts/fleet_probe.py: a keyed chat through the gateway 200, a wrong key 401, a pinned
 #                routed_dp_rank straight to each server 403 (no token), /gateway/state: both servers'
-#                workers, requests routed to each
+#                workers, requests routed to each, every worker's heartbeats over the CurveZMQ feedback ports
 #   user         server A and the gateway run as uid 10001, the keys and token mounts are read-only, the
 #                image's HEALTHCHECK command passes
 #   health       server A stopped (SIGSTOP): the gateway takes it out, unhealthy; resumed: healthy, and the
@@ -174,7 +174,12 @@ low "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" -f "$ROOT/docke
 grep -E "modules imported|^ok$|tiny llama" "$WORK/build-cpu.log" | sed 's/^/docker_check: build: /' || true
 
 step keys
-for missing in SGLANG_FAIR_KEYS SGLANG_FAIR_GATEWAY_TOKEN; do
+export SGLANG_FAIR_FEEDBACK_KEYS="$WORK/feedback-keys"  # `sglang-fair keys`, run by the image's own install
+docker run --rm --network none --user 0 --entrypoint sglang-fair -v "$WORK:/out" "$CPU_IMAGE" \
+  keys /out/feedback-keys >"$WORK/feedback-keys.log" 2>&1 || die "sglang-fair keys failed: $(tail -3 "$WORK/feedback-keys.log")"
+chown -R 10001:10001 "$SGLANG_FAIR_FEEDBACK_KEYS"  # the image's user reads them; the secret keys stay 0600
+say "feedback keys: $(ls "$SGLANG_FAIR_FEEDBACK_KEYS" | tr '\n' ' ')"
+for missing in SGLANG_FAIR_KEYS SGLANG_FAIR_GATEWAY_TOKEN SGLANG_FAIR_FEEDBACK_KEYS; do
   if env "$missing=$WORK/absent.txt" "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile fleet-cpu \
       up -d --no-build >"$WORK/up-absent.log" 2>&1; then
     die "compose up (fleet-cpu) started with a missing file in $missing"

@@ -124,6 +124,17 @@ def check_both_routed(fleet: Fleet, rounds: int = 4) -> str:
     raise ProbeFailed(f"after {rounds} bursts of 4 chats: servers {sorted(counts)} routed {counts}")
 
 
+def check_feedback(fleet: Fleet) -> str:
+    """Every worker's heartbeats reach the gateway over its servers' feedback ports."""
+    heard = state(fleet).get("feedback") or {}
+    workers = heard.get("workers") or {}
+    stale = {w: b["heartbeat_age_s"] for w, b in workers.items() if b["heartbeat_age_s"] > 5}
+    if not workers or stale or not heard.get("heartbeats"):
+        raise ProbeFailed(f"feedback: {heard} (no heartbeats, or workers silent over 5 s: {stale})")
+    evictions = heard.get("evictions", 0)
+    return f"{heard['heartbeats']} heartbeats from {len(workers)} workers, {evictions} evictions"
+
+
 def check_chats(fleet: Fleet, count: int) -> str:
     burst(fleet, "failover", count)
     return f"{count} of {count} chats 200"
@@ -175,7 +186,9 @@ def checks(fleet: Fleet, args: argparse.Namespace) -> list[tuple[str, Callable[[
                 ("chat through the gateway with a wrong key", lambda: check_wrong_key(fleet)),
                 ("a pinned routed_dp_rank straight to each server", lambda: check_pins(fleet)),
                 ("/gateway/state: both servers' workers, requests routed to each",
-                 lambda: check_both_routed(fleet))]
+                 lambda: check_both_routed(fleet)),
+                ("/gateway/state: every worker's heartbeats over the feedback ports",
+                 lambda: check_feedback(fleet))]
     if args.action == "chats":
         return [("chats through the gateway", lambda: check_chats(fleet, args.count))]
     if args.action == "out":

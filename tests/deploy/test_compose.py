@@ -20,6 +20,7 @@ from deploy_support import DOCKER, ROOT, instructions
 from sglang_fair.cli import build_parser
 from sglang_fair.gateway.config import gateway_config
 from sglang_fair.sglang_plugin.config import build_config
+from sglang_fair.sglang_plugin.curve import make_keys
 from sglang_fair.sglang_plugin.keys import load_key_file
 from sglang_fair.sglang_plugin.launcher import check_combination
 from sglang_fair.sglang_plugin.router_launch import check_router_args, flag_value, plan_router
@@ -30,6 +31,8 @@ COMPOSE = DOCKER / "compose.yaml"
 CHECK = DOCKER / "compose.check.yaml"  # scripts/docker_check.sh's additions to the cpu profile's build
 KEY_FLAGS = ["--client-keys", "/etc/sglang-fair/keys.txt", "--fairness-admins", ""]
 TOKEN_FLAGS = ["--gateway-token-file", "/etc/sglang-fair/gateway.token"]
+FEEDBACK_KEYS = "/etc/sglang-fair/feedback"
+FEEDBACK_FLAGS = ["--feedback-port", "30100", "--feedback-host", "0.0.0.0", "--feedback-keys", FEEDBACK_KEYS]
 KEYS_EXAMPLE = DOCKER / "keys.example.txt"  # the operator makes ./keys.txt from it
 TOKEN_TARGET = "/etc/sglang-fair/gateway.token"  # the operator makes ./gateway.token (openssl rand -hex 32)
 FLEET_CPU_SERVERS = ("sglang-fair-cpu-a", "sglang-fair-cpu-b")
@@ -53,10 +56,14 @@ def interpolate(value: Any, missing: list[str]) -> Any:
 
 @pytest.fixture(scope="module")
 def operator_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The files the operator creates, as bind-mount sources: the keys' example, a generated token."""
-    token = tmp_path_factory.mktemp("operator") / "gateway.token"
+    """The files the operator creates, as bind-mount sources: the keys' example, a generated token,
+    generated feedback keys."""
+    operator = tmp_path_factory.mktemp("operator")
+    token = operator / "gateway.token"
     token.write_text(secrets.token_hex(32) + "\n")
-    return {"./keys.txt": KEYS_EXAMPLE, "./gateway.token": token}
+    make_keys(operator / "feedback-keys")  # sglang-fair keys docker/feedback-keys
+    return {"./keys.txt": KEYS_EXAMPLE, "./gateway.token": token,
+            "./feedback-keys": operator / "feedback-keys"}
 
 
 @pytest.fixture(scope="module")
@@ -112,12 +119,15 @@ def test_profiles_and_files(compose: dict[str, Any]) -> None:
                     assert load_key_file(str(KEYS_EXAMPLE)).enabled
                 elif source == "./gateway.token":
                     assert volume["target"] == TOKEN_TARGET and volume["read_only"], name
+                elif source == "./feedback-keys":
+                    assert volume["target"] == FEEDBACK_KEYS and volume["read_only"], name
                 else:
                     assert (DOCKER / source).exists(), f"{name}: {source}"
             else:
                 assert source in compose["volumes"], f"{name}: undeclared volume {source}"
     doc = (ROOT / "docs" / "deploy.md").read_text()
-    assert "docker/keys.txt" in doc and "docker/gateway.token" in doc  # the doc says to create them
+    for made in ("docker/keys.txt", "docker/gateway.token", "sglang-fair keys docker/feedback-keys"):
+        assert made in doc, made  # the doc says to create them
 
 
 def test_ports_match_the_commands(compose: dict[str, Any]) -> None:
@@ -129,9 +139,12 @@ def test_ports_match_the_commands(compose: dict[str, Any]) -> None:
         if router_port:
             expected.add(int(router_port))
             assert flag_value(argv, "--router-http-host") == "0.0.0.0", name  # reachable through the port
-        assert inside == expected, name
         health = " ".join(service["healthcheck"]["test"])
         assert all(str(p) in health for p in expected), name
+        feedback = flag_value(argv, "--feedback-port")
+        if feedback and "fleet" in service["profiles"]:  # across nodes: published (fleet-cpu: one network)
+            expected.add(int(feedback))
+        assert inside == expected, name
         if name in servers(compose):
             assert service["labels"]["prometheus.io/port"] == flag_value(argv, "--port"), name
         else:  # the gateway serves no /metrics
@@ -210,8 +223,8 @@ def fleet_cpu_problems(compose: dict[str, Any]) -> list[str]:
     gateway = services["sglang-fair-cpu-gateway"]
     for name in FLEET_CPU_SERVERS:
         server = services[name]
-        if server["command"] != cpu["command"] + KEY_FLAGS + TOKEN_FLAGS:
-            problems.append(f"{name}: not the cpu command plus the keys and the token")
+        if server["command"] != cpu["command"] + KEY_FLAGS + TOKEN_FLAGS + FEEDBACK_FLAGS:
+            problems.append(f"{name}: not the cpu command plus the keys, the token and the feedback port")
         if (server["image"], server["healthcheck"]) != (cpu["image"], cpu["healthcheck"]):
             problems.append(f"{name}: not the cpu service's image and health check")
         if float(server["cpus"]) != 1 or server["environment"]["OMP_NUM_THREADS"] != "1":
@@ -220,6 +233,8 @@ def fleet_cpu_problems(compose: dict[str, Any]) -> list[str]:
             problems.append(f"{name}: other keys or token files than the gateway's")
         if gateway["depends_on"].get(name, {}).get("condition") != "service_healthy":
             problems.append(f"the gateway does not wait for {name} to be healthy")
+    if flag_value(gateway["command"], "--feedback-keys") != FEEDBACK_KEYS:
+        problems.append("the gateway does not hear the servers' feedback ports (--feedback-keys)")
     urls = flag_value(gateway["command"], "--worker-urls") or ""
     wanted = [f"http://{n}:{flag_value(entrypoint(services[n]), '--port')}" for n in FLEET_CPU_SERVERS]
     if urls.split(",") != wanted:
@@ -238,7 +253,7 @@ def test_fleet_cpu_is_two_cpu_servers_behind_the_gateway(compose: dict[str, Any]
         *FLEET_CPU_SERVERS, "sglang-fair-cpu-gateway"}
 
 
-@pytest.mark.parametrize("fault", ["url", "depends", "token", "command"])
+@pytest.mark.parametrize("fault", ["url", "depends", "token", "command", "feedback"])
 def test_negative_control_a_broken_fleet_cpu_is_caught(compose: dict[str, Any], fault: str) -> None:
     broken = json.loads(json.dumps(compose))
     services = broken["services"]
@@ -248,6 +263,8 @@ def test_negative_control_a_broken_fleet_cpu_is_caught(compose: dict[str, Any], 
         del services["sglang-fair-cpu-gateway"]["depends_on"]["sglang-fair-cpu-b"]
     elif fault == "token":
         services["sglang-fair-cpu-b"]["volumes"] = services["sglang-fair-cpu-b"]["volumes"][:1]
+    elif fault == "feedback":
+        services["sglang-fair-cpu-gateway"]["command"] = services["sglang-fair-cpu-gateway"]["command"][:-2]
     else:
         services["sglang-fair-cpu-a"]["command"] = services["sglang-fair-cpu-a"]["command"][:-2]
     assert fleet_cpu_problems(broken) != []
@@ -256,7 +273,10 @@ def test_negative_control_a_broken_fleet_cpu_is_caught(compose: dict[str, Any], 
 def test_fleet_server_trusts_the_gateway_in_front(compose: dict[str, Any]) -> None:
     """fleet: every node's server with the token, the gateway (one node) with the same files."""
     server, gateway = compose["services"]["sglang-fair-fleet"], compose["services"]["sglang-fair-gateway"]
-    assert server["command"][-3:-1] == TOKEN_FLAGS and server["profiles"] == gateway["profiles"] == ["fleet"]
+    assert flag_value(server["command"], "--gateway-token-file") == TOKEN_TARGET
+    assert server["profiles"] == gateway["profiles"] == ["fleet"]
+    assert server["command"][-6:] == FEEDBACK_FLAGS and "30100:30100" in server["ports"]
+    assert flag_value(gateway["command"], "--feedback-keys") == FEEDBACK_KEYS
     assert mount_sources(gateway).items() <= mount_sources(server).items()
     assert flag_value(gateway["command"], "--gateway-token-file") == TOKEN_TARGET
     assert "depends_on" not in gateway  # its servers run on other nodes

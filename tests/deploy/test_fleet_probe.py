@@ -71,7 +71,10 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         workers = [{"server": s, "rank": 0, "routed": n} for s, n in self.shared["routed"].items()]
         out = dict.fromkeys(self.shared["out"], "failed its health probe")
-        self.answer(200, {"workers": workers, "servers_out": out})
+        age = 9.0 if self.fault == "silent feedback" else 0.2
+        feedback = {"heartbeats": 40, "evictions": 0, "workers": {"0": {"heartbeat_age_s": 0.1, "loops": 7},
+                                                                  "1": {"heartbeat_age_s": age, "loops": 3}}}
+        self.answer(200, {"workers": workers, "servers_out": out, "feedback": feedback})
 
 
 @pytest.fixture
@@ -104,7 +107,7 @@ def run(fleet: Any, *argv: str) -> tuple[int, list[str]]:
 
 def test_a_fleet_that_behaves_passes(fleet: Any) -> None:
     code, lines = run(fleet()[0], "check")
-    assert code == 0 and len(lines) == 4 and all(line.startswith("ok ") for line in lines), lines
+    assert code == 0 and len(lines) == 5 and all(line.startswith("ok ") for line in lines), lines
     code, lines = run(fleet()[0], "chats", "--count", "3")
     assert code == 0 and lines == ["ok chats through the gateway: 3 of 3 chats 200"], lines
 
@@ -113,6 +116,7 @@ def test_a_fleet_that_behaves_passes(fleet: Any) -> None:
     ("any key", "chat through the gateway with a wrong key"),
     ("pin accepted", "a pinned routed_dp_rank straight to each server"),
     ("one server", "/gateway/state: both servers' workers, requests routed to each"),
+    ("silent feedback", "/gateway/state: every worker's heartbeats over the feedback ports"),
 ])
 def test_a_fleet_that_gets_one_thing_wrong_is_named(fleet: Any, fault: str, failing: str) -> None:
     code, lines = run(fleet(fault)[0], "check")
