@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# The tests whose components keep timers (the router service and its liveness checks, the data-parallel
-# serving path, per-client TTLs, throttled snapshots, the gateway's discovery deadline and health probes),
-# run again as on a machine booted a minute ago: every Python process, servers and their children
-# included, reads time.monotonic() near 60 s (tests/fresh_boot/sitecustomize.py). Code that starts a
-# timer at 0 or compares a monotonic reading with a fixed number of seconds behaves differently there.
-# Run after scripts/test.sh (it uses its .venv).
+# The tests whose components keep timers (listed in tests/fresh_boot/timer_tests.txt), run as on a machine
+# booted a minute ago: every Python process, servers and their children included, reads time.monotonic()
+# near 60 s (tests/fresh_boot/sitecustomize.py). Code that starts a timer at 0 or compares a monotonic
+# reading with a fixed number of seconds behaves differently there. scripts/test.sh runs it after the
+# other tests (it uses its .venv).
 #   usage: scripts/test_fresh_boot.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,5 +16,5 @@ fi
 export FRESH_BOOT_OFFSET=$offset
 export PYTHONPATH="$PWD/tests/fresh_boot${PYTHONPATH:+:$PYTHONPATH}"
 .venv/bin/python -c 'import time; t = time.monotonic(); print(f"time.monotonic() = {t:.1f} s"); assert t < 600 or '"$offset"' == 0'
-.venv/bin/pytest -q -rs -p no:cacheprovider tests/sglang/test_clock_origin.py tests/router \
-  tests/gateway tests/e2e/test_router_e2e.py tests/e2e/test_overload_e2e.py tests/e2e/test_gateway_e2e.py "$@"
+mapfile -t timer_tests < <(grep -v '^#' tests/fresh_boot/timer_tests.txt)
+.venv/bin/pytest -q -rs -p no:cacheprovider "${timer_tests[@]}" "$@"
