@@ -77,7 +77,9 @@ fleet() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile
 fleet_probe() {  # scripts/fleet_probe.py against the gateway and both servers' published ports
   python3 "$ROOT/scripts/fleet_probe.py" --gateway "http://$GATEWAY_PORT" --key "$KEY" \
     --servers "http://$FLEET_PORT_A,http://$FLEET_PORT_B" "$@" | sed 's/^/docker_check: fleet: /'
-  [[ "${PIPESTATUS[0]}" == 0 ]] || die "the fleet did not answer as a user expects (above)"
+  [[ "${PIPESTATUS[0]}" == 0 ]] && return
+  docker logs "$GATEWAY" >"$WORK/gateway.log" 2>&1 || true
+  die "the fleet did not answer as a user expects (above); the gateway said: $(grep -v '^INFO' "$WORK/gateway.log" | tail -8)"
 }
 service_container() {  # the container of a fleet-cpu service
   local id

@@ -88,6 +88,24 @@ def test_a_server_is_out_while_any_source_holds_it_out() -> None:
     assert policy.alive == [0, 1] and health.out == {}
 
 
+def test_one_slow_probe_does_not_take_a_server_out_two_in_a_row_do() -> None:
+    table = one_server(1)
+    policy = make_routing_policy(RouterConfig(policy="round_robin", num_workers=1))
+    health = ServerHealth(table, policy, probe_failures=2)
+    url = table.servers[0].url
+    answers = iter([False, True, False, False, True])
+
+    async def probe(_: str) -> bool:
+        return next(answers)
+
+    seen = []
+    for _ in range(5):
+        asyncio.run(health.check(probe))
+        seen.append(url in health.out)
+    assert seen == [False, False, False, True, False]
+    assert health.failed[url] == 0
+
+
 def test_non_loopback_feedback_needs_keys(keys: Path) -> None:
     with pytest.raises(ConfigError, match="--feedback-keys"):
         FeedbackConfig(port=4000, host="0.0.0.0")

@@ -61,7 +61,7 @@ class Gateway:
     def __init__(self, config: GatewayConfig, table: WorkerTable, router: GatewayRouter,
                  listener: FeedbackListener | None = None) -> None:
         self.config, self.table, self.router, self.listener = config, table, router, listener
-        self.health = ServerHealth(table, router.policy)
+        self.health = ServerHealth(table, router.policy, config.health_failures)
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
         self.cuts: dict[str, asyncio.Event] = {}  # server URL -> set when feedback takes it out
         self.streams: dict[str, set[Relay]] = {}  # server URL -> the streams relayed from it now

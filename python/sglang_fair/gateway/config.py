@@ -53,6 +53,8 @@ class GatewayConfig:
                 "taken out, one that passes is taken back"})
     health_timeout: float = field(default=10.0, metadata={
         "help": "seconds a health probe may take (SGLang's /health serves a one-token request)"})
+    health_failures: int = field(default=2, metadata={
+        "help": "health probes failed in a row that take a server out"})
     client_max_inflight: int = field(default=0, metadata={
         "help": "requests one client may have in flight through this gateway; more get 429 with "
                 "Retry-After (0: no limit)"})
@@ -93,6 +95,7 @@ class GatewayConfig:
         require(self.connect_timeout > 0, "--connect-timeout must be > 0")
         require(self.health_interval > 0, "--health-interval must be > 0")
         require(self.health_timeout > 0, "--health-timeout must be > 0")
+        require(self.health_failures >= 1, "--health-failures must be >= 1")
         require(self.heartbeat_timeout > 0, "--heartbeat-timeout must be > 0")
         require(self.client_max_inflight >= 0, "--client-max-inflight must be >= 0")
         require(self.client_ttl >= 0, "--client-ttl must be >= 0")

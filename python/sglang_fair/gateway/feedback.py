@@ -101,6 +101,7 @@ def subscribe(context: Any, source: FeedbackSource, keys: CurveKeys | None) -> A
     """A SUB socket on ``source`` (CURVE when the server speaks it)."""
     sock = context.socket(zmq.SUB)
     sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)  # a gone server: retry with backoff up to 2 s
     if source.curve and keys is not None:
         connect_curve(sock, keys)
     sock.setsockopt(zmq.SUBSCRIBE, b"")
@@ -163,11 +164,16 @@ class FeedbackListener:
         self.counts = {"heartbeats": 0, "evictions": 0, "skipped": 0}
 
     async def run(self) -> None:
-        context = zmq.asyncio.Context()
+        """Listen to every feedback port, each through its own ZMQ context: libzmq resolves a host name
+        in its I/O thread, and a server gone from DNS (a removed container) must not hold up the
+        heartbeats of the others."""
+        contexts = [zmq.asyncio.Context() for _ in sources(self.table)]
         try:
-            await asyncio.gather(*(self._listen(context, s) for s in sources(self.table)))
+            await asyncio.gather(*(self._listen(c, s) for c, s in zip(contexts, sources(self.table),
+                                                                       strict=True)))
         finally:
-            context.destroy(linger=0)
+            for context in contexts:
+                context.destroy(linger=0)
 
     async def _listen(self, context: Any, source: FeedbackSource) -> None:
         sock = subscribe(context, source, self.keys)

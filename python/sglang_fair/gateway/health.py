@@ -3,7 +3,8 @@ says a worker is dead or stalled (``feedback.py``) is taken out (its workers mar
 routing policy, so new requests go elsewhere); it is taken back once each source that took it out
 passes again (a probe, moving heartbeats). The probe is SGLang's ``GET /health`` (it answers once
 the scheduler has served a one-token request, so a stalled scheduler fails it), every
-``--health-interval`` seconds with ``--health-timeout``.
+``--health-interval`` seconds with ``--health-timeout``; ``--health-failures`` failed probes in a row
+take a server out (one slow answer from a busy server does not), one passed probe takes it back.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ Probe = Callable[[str], Awaitable[bool]]  # a server's base URL -> healthy?
 
 class ServerHealth:
     """The servers taken out, kept in step with the policy's dead workers (one event loop: no lock).
-    A server is out while any source (``probe``, ``feedback``, ``send``) holds it out; the view
-    ``out`` gives each one's first reason."""
+    A server is out while any source (``probe``: failed probes or a failed send; ``feedback``)
+    holds it out; the view ``out`` gives each one's first reason."""
 
-    def __init__(self, table: WorkerTable, policy: RoutingPolicy) -> None:
-        self.table, self.policy = table, policy
+    def __init__(self, table: WorkerTable, policy: RoutingPolicy, probe_failures: int = 1) -> None:
+        self.table, self.policy, self.probe_failures = table, policy, probe_failures
         self.reasons: dict[str, dict[str, str]] = {}  # base URL -> source -> why it was taken out
+        self.failed: dict[str, int] = {}  # base URL -> probes failed in a row
 
     @property
     def out(self) -> dict[str, str]:
@@ -58,10 +60,11 @@ class ServerHealth:
         """Probe every server once, at the same time, and take each out or back."""
         urls = [s.url for s in self.table.servers]
         for url, healthy in zip(urls, await asyncio.gather(*(probe(u) for u in urls)), strict=True):
+            self.failed[url] = 0 if healthy else self.failed.get(url, 0) + 1
             if healthy:
                 self.take_back(url)
-            else:
-                self.take_out(url, "failed its health probe")
+            elif self.failed[url] >= self.probe_failures:
+                self.take_out(url, f"failed {self.failed[url]} health probes in a row")
 
     async def watch(self, probe: Probe, interval: float) -> None:
         """Check every ``interval`` seconds until cancelled."""
