@@ -133,7 +133,12 @@ def checks(cfg: ProbeConfig) -> list[tuple[str, Callable[[], str]]]:
 
 def run(cfg: ProbeConfig, out: Callable[[str], None] = print) -> int:
     """Run the checks in order; 0 if all pass, 1 at the first failure (named in the output)."""
-    for name, check in checks(cfg):
+    return run_checks(checks(cfg), out)
+
+
+def run_checks(named: list[tuple[str, Callable[[], str]]], out: Callable[[str], None] = print) -> int:
+    """Run ``(name, check)`` pairs in order, one line each; 0 if all pass, 1 at the first failure."""
+    for name, check in named:
         try:
             detail = check()
         except ProbeFailed as err:

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from docker_probe import CHAT, ProbeConfig, ProbeFailed, request
+from docker_probe import CHAT, ProbeConfig, ProbeFailed, request, run_checks
 
 STATE = "/gateway/state"
 
@@ -198,14 +198,7 @@ def checks(fleet: Fleet, args: argparse.Namespace) -> list[tuple[str, Callable[[
 
 def run(fleet: Fleet, args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
     """Run the action's checks in order; 0 if all pass, 1 at the first failure (named in the output)."""
-    for name, check in checks(fleet, args):
-        try:
-            detail = check()
-        except ProbeFailed as err:
-            out(f"FAILED {name}: {err}")
-            return 1
-        out(f"ok {name}: {detail}")
-    return 0
+    return run_checks(checks(fleet, args), out)
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:

@@ -5,18 +5,15 @@ scripts/install_sglang_cpu.sh. The compose override is checked with the compose 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import ModuleType
 from typing import Any, ClassVar
 
 import pytest
-from deploy_support import ROOT
+from deploy_support import ROOT, load_script
 
 from sglang_fair.sglang_plugin.client_gauges import FIGURES
 
@@ -24,16 +21,7 @@ KEYS = {"sk-a": "team-a", "sk-b": "team-b"}
 ADMINS = {"team-a"}
 
 
-def load_probe() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("docker_probe", ROOT / "scripts" / "docker_probe.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-probe = load_probe()
+probe = load_script("docker_probe")
 
 
 class FakeServer(BaseHTTPRequestHandler):

@@ -4,36 +4,20 @@ that check); and docker_check.sh's header lists exactly the steps it runs, in or
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from types import ModuleType
 from typing import Any
 
 import pytest
-from deploy_support import ROOT
+from deploy_support import ROOT, load_script
 
 SERVERS = ("http://sglang-fair-cpu-a:30000", "http://sglang-fair-cpu-b:30000")  # as the gateway names them
 
 
-def load_fleet_probe() -> ModuleType:
-    sys.path.insert(0, str(ROOT / "scripts"))  # it imports docker_probe, as when run from scripts/
-    try:
-        spec = importlib.util.spec_from_file_location("fleet_probe", ROOT / "scripts" / "fleet_probe.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-
-
-fleet_probe = load_fleet_probe()
+fleet_probe = load_script("fleet_probe")  # it imports docker_probe, as when run from scripts/
 
 
 class Handler(BaseHTTPRequestHandler):
