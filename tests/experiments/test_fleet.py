@@ -2,30 +2,22 @@
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import asdict, replace
 from pathlib import Path
 
 import pytest
+from experiment_options import options
 
 from sglang_fair.experiments import fleet
-from sglang_fair.experiments.figures import FIGURES, add_options, parse_options
+from sglang_fair.experiments.figures import FIGURES
 from sglang_fair.experiments.protocol import Point, Protocol, run_point
 
 TINY = Protocol(duration=24.0, warmup=4.0, cooldown=4.0)
 
 
-def _options(*argv: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser()
-    add_options(p)
-    a = p.parse_args(list(argv))
-    parse_options(p, a)
-    return a
-
-
 def test_the_figure_compares_the_gateway_with_servers_of_each_size() -> None:
     configs = {(p.dp, p.router, p.server_dp, p.balancer, p.eviction_feed)
-               for p in FIGURES["fleet"](_options()) if p.workload == "judge"}
+               for p in FIGURES["fleet"](options()) if p.workload == "judge"}
     gateway = {(d, r, 0, "", True) for d in (8, 16)
                for r in ("fair_cache_aware", "cache_aware", "round_robin")}
     today = {(d, "fair_cache_aware", 0, "", False) for d in (8, 16)}
@@ -33,7 +25,7 @@ def test_the_figure_compares_the_gateway_with_servers_of_each_size() -> None:
                (16, "per_server", 2, "round_robin", True), (16, "per_server", 8, "round_robin", True),
                (16, "per_server", 8, "client_hash", True)}  # no client hash over more servers than clients
     assert configs == gateway | today | servers
-    assert {p.policy for p in FIGURES["fleet"](_options())} == {"dlpm_light"}
+    assert {p.policy for p in FIGURES["fleet"](options())} == {"dlpm_light"}
 
 
 def test_keys_of_points_without_servers_are_unchanged() -> None:

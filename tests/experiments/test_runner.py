@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 from typing import Any
 
 import pytest
+from experiment_options import options
 
-from sglang_fair.experiments.figures import FIGURES, add_options, experiments, parse_options
+from sglang_fair.experiments.figures import FIGURES, experiments
 from sglang_fair.experiments.runner import Task, load_json, run_tasks, save_json
 
 
@@ -30,26 +30,18 @@ def test_results_files_are_written_whole(tmp_path: Path) -> None:
     assert not path.with_suffix(".tmp").exists()
 
 
-def _options(*argv: str) -> argparse.Namespace:
-    p = argparse.ArgumentParser()
-    add_options(p)
-    a = p.parse_args(list(argv))
-    parse_options(p, a)
-    return a
-
-
-def test_each_figure_builds_its_points_from_the_options() -> None:
-    figs = experiments(_options())
+def test_each_figure_builds_its_points_from_theoptions() -> None:
+    figs = experiments(options())
     assert list(figs) == list(FIGURES)
     assert len(figs["fig1"]) == 6  # LPM, VTC and DLPM at four quanta, one load
     assert {p.q_u for p in figs["fig1"]} == {0.0, 1024, 4096, 16384, 65536}
     assert {p.load for p in figs["fig12"]} == {"below", "near", "above"}
-    few = experiments(_options("--only", "fig1,fig11", "--qus", "4096", "--clients", "5"))
+    few = experiments(options("--only", "fig1,fig11", "--qus", "4096", "--clients", "5"))
     assert list(few) == ["fig1", "fig11"] and len(few["fig1"]) == 3 and len(few["fig11"]) == 3
 
 
 def test_unknown_figures_and_loads_are_refused() -> None:
     with pytest.raises(SystemExit):
-        _options("--only", "fig99")
+        options("--only", "fig99")
     with pytest.raises(SystemExit):
-        _options("--fig-loads", "overload")
+        options("--fig-loads", "overload")
