@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import signal
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.harness.scenario import Summary, Workload, run_scenario
+from sglang_fair.harness.closed_loop import Outcome, generate
+from sglang_fair.harness.scenario import Summary, Workload, run_scenario, words
 from sglang_fair.harness.server import get_json, running_server
 
 MAX_RUNNING = ("--max-running-requests", "8", "--max-total-tokens", "60000")
@@ -70,3 +74,42 @@ def run_policy(model: Path, log: Path, policy: str, extra: tuple[str, ...] = (),
         if seen is not None:
             seen.update(get_json(url + "/fairness"))
         return summary
+
+
+def children(server: Any, needle: str) -> list[Any]:
+    """The processes under ``server`` (a Popen) whose command line contains ``needle``."""
+    import psutil
+
+    return [p for p in psutil.Process(server.pid).children(recursive=True) if needle in " ".join(p.cmdline())]
+
+
+def load_in_threads(url: str, clients: list[str], seed: int, prompt_words: int, max_tokens: int,
+                    headers: Callable[[str], dict[str, str]] | None = None
+                    ) -> tuple[list[Outcome], list[threading.Thread]]:
+    """One request per entry of ``clients``, each in its own thread, started now; a client is named
+    in ``X-Client-Id`` unless ``headers(client)`` gives the headers."""
+    outcomes = [Outcome(sent=0.0) for _ in clients]
+    header_of = headers or (lambda client: {"X-Client-Id": client})
+
+    def send(i: int) -> None:
+        outcomes[i] = generate(url, header_of(clients[i]), words(seed + i, prompt_words), max_tokens,
+                               timeout=120)
+
+    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(len(clients))]
+    for t in threads:
+        t.start()
+    return outcomes, threads
+
+
+def stopped_under_load(process: Any, threads: list[threading.Thread], hang_s: float = 30.0) -> float:
+    """SIGSTOP ``process`` while ``threads`` send requests, wait for them all (none may still run
+    ``hang_s`` after the stop), then SIGCONT; the time of the stop (``time.monotonic()``)."""
+    stopped = time.monotonic()
+    process.send_signal(signal.SIGSTOP)
+    try:
+        for t in threads:
+            t.join(max(0.1, stopped + hang_s - time.monotonic()))
+        assert not any(t.is_alive() for t in threads), "a request hung on the stopped process"
+    finally:
+        process.send_signal(signal.SIGCONT)
+    return stopped

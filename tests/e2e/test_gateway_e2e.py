@@ -12,10 +12,8 @@ flight with 503 within the heartbeat timeout, and B is taken back after SIGCONT.
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -25,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fair_e2e_support import children, load_in_threads, stopped_under_load
 
-from sglang_fair.harness.closed_loop import Outcome, generate
 from sglang_fair.harness.scenario import words
 from sglang_fair.harness.server import free_port, get_json, running_server, stop
 from sglang_fair.sglang_plugin.curve import make_keys
@@ -159,31 +157,14 @@ def test_a_stopped_scheduler_fails_its_requests_in_flight_and_its_server_comes_b
     """SIGSTOP of B's scheduler: its heartbeats stop with it, so after --heartbeat-timeout (2 s) the
     gateway takes B out and its requests in flight fail with 503 naming why (none hangs); the others
     finish on A. After SIGCONT, B beats and passes its probe again and takes requests again."""
-    import psutil
-
     gateway = cluster["gateway"]
-    outcomes = [Outcome(sent=0.0) for _ in range(6)]
-
-    def send(i: int) -> None:
-        outcomes[i] = generate(gateway, KEY, words(700 + i, 40), 300, timeout=120)
-
-    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(6)]
-    for t in threads:
-        t.start()
+    outcomes, threads = load_in_threads(gateway, ["alice"] * 6, 700, 40, 300, headers=lambda _: KEY)
     deadline = time.monotonic() + 30
     while get_json(gateway + "/gateway/state")["workers"][2]["queue"] == 0:
         assert time.monotonic() < deadline, "nothing reached server B"
         time.sleep(0.05)
-    (scheduler,) = [p for p in psutil.Process(cluster["b_proc"].pid).children(recursive=True)
-                    if "scheduler" in " ".join(p.cmdline())]
-    stopped = time.monotonic()
-    scheduler.send_signal(signal.SIGSTOP)
-    try:
-        for t in threads:
-            t.join(max(0.1, stopped + 30 - time.monotonic()))
-        assert not any(t.is_alive() for t in threads), "a request hung on the stopped server"
-    finally:
-        scheduler.send_signal(signal.SIGCONT)
+    (scheduler,) = children(cluster["b_proc"], "scheduler")
+    stopped = stopped_under_load(scheduler, threads)
     statuses = sorted(o.status for o in outcomes)
     assert set(statuses) <= {200, 503} and 503 in statuses, statuses
     failed_after = [round(o.sent + (o.latency or 0) - stopped, 1) for o in outcomes if o.status == 503]

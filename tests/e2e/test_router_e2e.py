@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fair_e2e_support import children, load_in_threads, stopped_under_load
 
-from sglang_fair.harness.closed_loop import Outcome, generate
+from sglang_fair.harness.closed_loop import generate
 from sglang_fair.harness.dp_scenario import DPSummary, DPWorkload, run_dp_scenario
 from sglang_fair.harness.scenario import words
 from sglang_fair.harness.server import free_port, get_json, running_server
@@ -102,27 +102,6 @@ def test_router_state_after_the_run(d2lpm: dict[str, Any]) -> None:
         assert b"sglang_fair_router_" in resp.read()
 
 
-def children(server: Any, needle: str) -> list[Any]:
-    import psutil
-
-    return [p for p in psutil.Process(server.pid).children(recursive=True) if needle in " ".join(p.cmdline())]
-
-
-def load_in_threads(url: str, clients: list[str], seed: int, prompt_words: int, max_tokens: int
-                    ) -> tuple[list[Outcome], list[threading.Thread]]:
-    """One request per entry of ``clients`` (its X-Client-Id), each in its own thread, started now."""
-    outcomes = [Outcome(sent=0.0) for _ in clients]
-
-    def send(i: int) -> None:
-        outcomes[i] = generate(url, {"X-Client-Id": clients[i]}, words(seed + i, prompt_words), max_tokens,
-                               timeout=120)
-
-    threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(len(clients))]
-    for t in threads:
-        t.start()
-    return outcomes, threads
-
-
 def wait_inflight(router: str, worker: int, timeout: float = 20.0) -> None:
     """Until the router has requests in flight on ``worker`` (so a fault now hits some, however fast
     the machine serves them)."""
@@ -165,14 +144,7 @@ def test_a_stopped_worker_fails_its_requests_within_the_heartbeat_timeout(d2lpm:
     outcomes, threads = load_in_threads(d2lpm["url"], [f"s{i % 4}" for i in range(8)], 40_000, 200, 400)
     wait_inflight(d2lpm["router"], 1)
     (scheduler,) = children(d2lpm["server"], "scheduler_DP1")
-    stopped = time.monotonic()
-    scheduler.send_signal(signal.SIGSTOP)
-    try:
-        for t in threads:
-            t.join(max(0.1, stopped + 30 - time.monotonic()))
-        assert not any(t.is_alive() for t in threads), "a request hung on the stopped worker"
-    finally:
-        scheduler.send_signal(signal.SIGCONT)
+    stopped = stopped_under_load(scheduler, threads)
     statuses = sorted(o.status for o in outcomes)
     assert set(statuses) <= {200, 503} and 503 in statuses, statuses
     # the bound: --router-heartbeat-timeout (3 s) + one liveness check (0.5 s); slack for a shared machine
