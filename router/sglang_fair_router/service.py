@@ -33,12 +33,13 @@ from typing import Any
 import zmq
 
 from sglang_fair.routing import NoWorkerError, RoutingPolicy
+from sglang_fair.routing.clients import ClientOverLimit
 from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import MessageError, encode
 from sglang_fair_router.config import ServiceConfig
 from sglang_fair_router.outbox import Outbox
-from sglang_fair_router.state import ClientOverLimit, RouterState
+from sglang_fair_router.state import RouterState
 
 log = logging.getLogger("sglang_fair.router")
 HELLO_ASKS = 10

@@ -44,20 +44,16 @@ Decisions the paper leaves open, taken here:
 from __future__ import annotations
 
 import math
-from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
 from sglang_fair.core.global_tree import WIDTH
 from sglang_fair.routing import RoutingPolicy
+from sglang_fair.routing.clients import ClientBook, ClientOverLimit
 from sglang_fair_router.frontend_msgs import Submit
 from sglang_fair_router.worker_msgs import Evicted, Finished, Heartbeat, Holding
 
 SETTLE_S = 1.0  # a dispatch has surely reached a live worker's inbox this long after it was sent
-
-
-class ClientOverLimit(RuntimeError):
-    """The client already has as many requests in flight as the router allows one client."""
 
 
 @dataclass
@@ -74,9 +70,7 @@ class RouterState:
                  stall_timeout: float = math.inf, client_ttl: float = 0.0,
                  client_max_inflight: int = 0) -> None:
         self.policy = policy
-        self.client_ttl, self.client_max_inflight = client_ttl, client_max_inflight
-        self.client_inflight: Counter[str] = Counter()
-        self.last_active: OrderedDict[str, float] = OrderedDict()  # client -> last event, oldest first
+        self.clients = ClientBook(client_ttl, client_max_inflight, "router")
         self.heartbeat_timeout, self.stall_timeout = heartbeat_timeout, stall_timeout
         self.progress: list[tuple[int, float] | None] = [None] * len(policy.workers)  # (loops, since)
         self.inflight: dict[str, InFlight] = {}
@@ -93,11 +87,11 @@ class RouterState:
     def submit(self, msg: Submit, now: float) -> int:
         """Route ``msg``; raises NoWorkerError when every worker is dead, ClientOverLimit when its
         client has ``client_max_inflight`` requests in flight."""
-        held = self.client_inflight[msg.client]
-        if 0 < self.client_max_inflight <= held:
+        try:
+            self.clients.admit(msg.client)
+        except ClientOverLimit:
             self.counts["refused"] += 1
-            raise ClientOverLimit(f"client {msg.client!r} already has {held} requests in flight "
-                                  "(the router's limit per client); retry later")
+            raise
         worker = self.policy.route(msg)
         if self.last_seen[worker] is None:
             self.last_seen[worker] = now  # its silence counts from now on
@@ -108,37 +102,21 @@ class RouterState:
     def _enter(self, rid: str, worker: int, client: str, now: float) -> None:
         """``rid`` of ``client`` is in flight on ``worker`` (the twin of :meth:`_leave`)."""
         self.inflight[rid] = InFlight(worker, client, now)
-        self.client_inflight[client] += 1
-        self._touch(client, now)
+        self.clients.enter(client, now)
 
     def _leave(self, rid: str, output_tokens: int = 0, finished: bool = True) -> InFlight:
         """``rid`` is no longer in flight: its queue slot is freed (``finished``: and charged)."""
         entry = self.inflight.pop(rid)
         if finished:
             self.policy.on_finish(entry.worker, entry.client, output_tokens)
-        self.client_inflight[entry.client] -= 1
-        if not self.client_inflight[entry.client]:
-            del self.client_inflight[entry.client]
+        self.clients.leave(entry.client)
         return entry
-
-    def _touch(self, client: str, now: float) -> None:
-        if self.client_ttl > 0:
-            self.last_active[client] = now
-            self.last_active.move_to_end(client)
 
     def expire(self, now: float) -> list[str]:
         """Forget the clients without a request in flight for ``client_ttl`` seconds."""
-        gone: list[str] = []
-        for _ in range(len(self.last_active) if self.client_ttl > 0 else 0):
-            client, seen = next(iter(self.last_active.items()))
-            if now - seen <= self.client_ttl:
-                break
-            if self.client_inflight[client]:
-                self._touch(client, now)  # a long request: look again a TTL later
-                continue
-            del self.client_inflight[client], self.last_active[client]
+        gone = self.clients.expire(now)
+        for client in gone:
             self.policy.forget(client)
-            gone.append(client)
         self.counts["forgotten_clients"] += len(gone)
         return gone
 
@@ -178,7 +156,7 @@ class RouterState:
                 self.counts["ignored_feedback"] += 1
                 return
             self._leave(msg.rid, msg.output_tokens)
-            self._touch(entry.client, now)
+            self.clients.touch(entry.client, now)
             self.counts["finished"] += 1
         elif isinstance(msg, Holding):
             self._resync(msg, now)

@@ -12,6 +12,7 @@ import zmq
 
 from sglang_fair.core.global_tree import pack_tokens
 from sglang_fair.routing import RouterConfig, make_routing_policy
+from sglang_fair.routing.clients import ClientOverLimit
 from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router import service
 from sglang_fair_router import worker_msgs as wm
@@ -19,7 +20,7 @@ from sglang_fair_router.codec import encode
 from sglang_fair_router.config import ServiceConfig
 from sglang_fair_router.fake_worker import FakeWorker
 from sglang_fair_router.service import RouterService
-from sglang_fair_router.state import ClientOverLimit, RouterState
+from sglang_fair_router.state import RouterState
 
 
 def submit(s: RouterState, rid: str, client: str) -> int:

@@ -29,7 +29,7 @@ def test_idle_clients_are_forgotten_and_come_back_as_new() -> None:
         s.feedback(wm.Finished(w, f"r{i}", 4), now=i * 0.01 + 0.005)
     assert len(s.policy.deficits) == 1000  # type: ignore[attr-defined]
     assert s.expire(now=10.0 + TTL + 1) and s.policy.deficits == {}  # type: ignore[attr-defined]
-    assert not s.last_active and not s.client_inflight and s.counts["forgotten_clients"] == 1000
+    assert not s.clients.last_active and not s.clients.inflight and s.counts["forgotten_clients"] == 1000
     route(s, "again", "c0", now=100.0)
     route(fresh, "first", "c0", now=100.0)
     assert s.policy.deficits == fresh.policy.deficits  # type: ignore[attr-defined]

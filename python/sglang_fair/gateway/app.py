@@ -36,11 +36,12 @@ from sglang_fair.gateway.feedback import FeedbackListener, Liveness, sources, wa
 from sglang_fair.gateway.health import ServerHealth
 from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, prompt_tokens, token_source
 from sglang_fair.gateway.relay import Cut, Relay, RelayedStream, pinned, where
-from sglang_fair.gateway.routing import ClientOverLimit, GatewayRouter, Ticket
+from sglang_fair.gateway.routing import GatewayRouter, Ticket
 from sglang_fair.gateway.servers import WorkerTable, discover
 from sglang_fair.gateway.upstream import Unreachable, Upstream, UpstreamError, make_session
 from sglang_fair.gateway.usage import output_tokens
 from sglang_fair.routing import NoWorkerError, make_routing_policy
+from sglang_fair.routing.clients import ClientOverLimit
 from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
 from sglang_fair.sglang_plugin.identity import Unauthorized, resolve_client
 
@@ -204,8 +205,8 @@ def make_app(gateway: Gateway) -> FastAPI:
             upstream = gateway.upstream = Upstream(session, config.client_header, config.token)
             tasks = [asyncio.create_task(gateway.health.watch(
                 lambda url: upstream.healthy(url, config.health_timeout), config.health_interval))]
-            if gateway.router.client_ttl > 0:
-                tasks.append(asyncio.create_task(every(min(60.0, gateway.router.client_ttl / 2),
+            if gateway.router.clients.ttl > 0:
+                tasks.append(asyncio.create_task(every(min(60.0, gateway.router.clients.ttl / 2),
                                                        gateway.router.expire)))
             if gateway.listener is not None:
                 tasks += [asyncio.create_task(gateway.listener.run()),
