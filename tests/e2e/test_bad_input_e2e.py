@@ -238,6 +238,14 @@ def test_a_flooding_client_gets_429_and_another_is_served(url: str) -> None:
     assert set(statuses) <= {200, 429}, statuses
 
 
+def test_streams_one_after_another_never_meet_the_inflight_limit(url: str) -> None:
+    """SGLang holds a stream's handler 2 s after its last byte (an abort task): the slot is not."""
+    body = json.dumps({**GOOD, "stream": True}).encode()
+    answers = [raw(url, "/v1/completions", body, A) for _ in range(MAX_INFLIGHT + 2)]
+    assert [s for s, _ in answers] == [200] * len(answers), answers
+    assert all(d.rstrip().endswith(b"data: [DONE]") for _, d in answers), answers
+
+
 def test_a_dropped_stream_frees_its_slot_and_is_charged_for_what_was_computed(url: str) -> None:
     import time
 

@@ -264,6 +264,44 @@ def test_a_client_over_its_inflight_limit_gets_429_and_others_do_not() -> None:
     asyncio.run(scenario())
 
 
+def test_a_slot_is_free_once_the_answer_is_sent_not_when_the_app_returns() -> None:
+    """Seen in CI through the gateway: SGLang's streams run a 2 s abort task after their last byte, so a
+    client streaming one request after another was refused with none in flight."""
+    background = asyncio.Event()
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"data: [DONE]", "more_body": False})
+        await background.wait()  # SGLang's create_abort_task
+
+    mw = ClientIdentityMiddleware(app, KEYS, "X-Client-Id", lambda: False, max_inflight=1)
+    scope = {"type": "http", "path": "/generate", "method": "POST", "client": ("10.0.0.1", 5),
+             "headers": [(b"authorization", b"Bearer k-alice")]}
+
+    async def one(sent: Sent) -> None:
+        async def receive() -> MutableMapping[str, Any]:
+            return {"type": "http.request", "body": b"{}", "more_body": False}
+
+        async def send(message: MutableMapping[str, Any]) -> None:
+            sent.append(message)
+
+        await mw(dict(scope), receive, send)
+
+    async def scenario() -> None:
+        first, second = [], []
+        running = asyncio.create_task(one(first))
+        await asyncio.sleep(0)
+        assert first[-1]["body"] == b"data: [DONE]" and not running.done() and mw.inflight == {}
+        task = asyncio.create_task(one(second))
+        await asyncio.sleep(0)
+        assert second[0]["status"] == 200, second  # admitted, not 429
+        background.set()
+        await asyncio.gather(running, task)
+        assert mw.inflight == {}
+
+    asyncio.run(scenario())
+
+
 @sglang_needed
 def test_an_absurd_n_is_refused_before_sglang_expands_the_batch() -> None:
     """Found by the generated e2e test: ``n`` = 10^12 made SGLang multiply the prompt list by n."""

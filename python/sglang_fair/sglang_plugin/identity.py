@@ -130,15 +130,33 @@ class ClientIdentityMiddleware:
             reason = f"client {client!r} already has {held} requests in flight (the limit); retry later"
             await send_error(send, 429, "TooManyRequests", reason, [(b"retry-after", b"1")])
             return
-        self.inflight[client] = held + 1
+        await self._in_flight(client, scope, receive, send)
+
+    async def _in_flight(self, client: str, scope: Scope, receive: Receive, send: Send) -> None:
+        """Run the request holding one of ``client``'s slots until its answer's last byte is sent (SGLang's
+        streams then run a 2 s abort task before the app returns: the slot is not held for it)."""
+        self.inflight[client] = self.inflight.get(client, 0) + 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                left = self.inflight[client] - 1
+                if left:
+                    self.inflight[client] = left
+                else:
+                    del self.inflight[client]
+
+        async def send_then_release(message: Message) -> None:
+            await send(message)
+            if message.get("type") == "http.response.body" and not message.get("more_body"):
+                release()
+
         try:
-            await self.app(scope, receive, send)
+            await self.app(scope, receive, send_then_release)
         finally:
-            left = self.inflight[client] - 1
-            if left:
-                self.inflight[client] = left
-            else:
-                del self.inflight[client]
+            release()
 
 
 def resolve_hosts(host: str | None) -> frozenset[str]:
