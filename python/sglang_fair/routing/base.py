@@ -3,7 +3,10 @@
 A host (the fair router process, the simulator, a test) drives a :class:`RoutingPolicy`:
 
     route(req) -> worker      choose a worker and record the dispatch (queue size +1; policies
-                              that keep the global tree insert the input tokens for that worker)
+                              that keep the global tree insert the input tokens for that worker;
+                              the policy's own charge, e.g. D²LPM's counter)
+    observe(req, worker)      another router replica dispatched ``req`` to ``worker``: record it as
+                              :meth:`route` would have, without choosing (``routing/replicas.py``)
     on_finish(worker, client, output_tokens)
                               the request finished (or was aborted) there: queue size -1
     on_evict(worker, tokens, start)
@@ -119,6 +122,7 @@ class RoutingPolicy(ABC):
         self.tree = GlobalRadixTree(config.max_tree_tokens)
         self.routed_tokens = [0] * config.num_workers  # input tokens dispatched to each worker
         self.matched_tokens = [0] * config.num_workers  # of which the tree said it already held
+        self._held: tuple[RouteRequest, dict[int, int]] | None = None  # held(), for the request at hand
 
     def hit_estimate(self, worker: int) -> float | None:
         """The share of input tokens dispatched to ``worker`` that the tree recorded it as holding
@@ -134,15 +138,35 @@ class RoutingPolicy(ABC):
         if not self.alive:
             raise NoWorkerError("no live worker to route to")
         worker = self.choose(req)
+        self.observe(req, worker)
+        return worker
+
+    def observe(self, req: RouteRequest, worker: int) -> None:
+        """Record the dispatch of ``req`` to ``worker``: the policy's :meth:`charge`, the queue size,
+        the tree. :meth:`route` calls it for its own choice; a host calls it for a peer replica's."""
+        if worker not in self.workers:
+            raise ConfigError(f"unknown worker {worker}")
+        self.charge(req, worker)
+        self._held = None
         self.queue[worker] += 1
         if self.uses_tree:
             self.matched_tokens[worker] += self.tree.insert(req.tokens, worker)
             self.routed_tokens[worker] += token_count(req.tokens)
-        return worker
 
     @abstractmethod
     def choose(self, req: RouteRequest) -> int:
-        """Pick a worker of ``self.alive`` for ``req``; :meth:`route` records the dispatch."""
+        """Pick a worker of ``self.alive`` for ``req``; :meth:`observe` records the dispatch."""
+
+    def charge(self, req: RouteRequest, worker: int) -> None:  # noqa: B027 (an optional hook)
+        """Hook: what the policy keeps per dispatch besides the queue and the tree (called before the
+        tree insert, by :meth:`route` and for a peer's dispatch alike)."""
+
+    def held(self, req: RouteRequest) -> dict[int, int]:
+        """Each worker's cached match of ``req``'s tokens by the tree, walked once per dispatch (the
+        choice and the charge both read it)."""
+        if self._held is None or self._held[0] is not req:
+            self._held = (req, self.tree.match_lengths(req.tokens))
+        return self._held[1]
 
     def mark_dead(self, worker: int) -> None:
         require(worker in self.workers, f"unknown worker {worker}")

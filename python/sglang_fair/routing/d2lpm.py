@@ -45,9 +45,11 @@ class D2LPM(RoutingPolicy):
             for w in self.workers:
                 q[w] += rounds * quantum
             available = [w for w in alive if q[w] > 0]
-        worker = self.pick(req, available)
-        q[worker] -= self.config.cost.extend_cost(token_count(req.tokens))
-        return worker
+        return self.pick(req, available)
+
+    def charge(self, req: RouteRequest, worker: int) -> None:
+        """Line 15: q[client][worker] -= w_e * |input|."""
+        self.counters(req.client)[worker] -= self.config.cost.extend_cost(token_count(req.tokens))
 
     def pick(self, req: RouteRequest, available: list[int]) -> int:
         """Lines 7-8 and 13: the least-queued worker of G ∩ G_avail, else of G_avail (``available``,

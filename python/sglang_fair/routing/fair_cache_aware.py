@@ -53,18 +53,24 @@ class FairCacheAware(D2LPM):
         super().forget(client)
         self.sizes.pop(client, None)
 
-    def quantum(self, client: str) -> float:
-        """Q_c: the client's refill per worker."""
+    def size_with(self, client: str, n: int) -> float:
+        """The client's recent largest request input cost, counting one of ``n`` tokens now."""
+        return max(self.config.cost.extend_cost(n), SIZE_DECAY * self.sizes.get(client, 0.0))
+
+    def quantum(self, client: str, n: int | None = None) -> float:
+        """Q_c: the client's refill per worker (with a request of ``n`` tokens at hand, if given)."""
         cfg = self.config
-        return max(cfg.quantum, cfg.quantum_requests * self.sizes.get(client, 0.0)) * cfg.cost.weight(client)
+        size = self.sizes.get(client, 0.0) if n is None else self.size_with(client, n)
+        return max(cfg.quantum, cfg.quantum_requests * size) * cfg.cost.weight(client)
 
     def choose(self, req: RouteRequest) -> int:
-        cost, n = self.config.cost, token_count(req.tokens)
-        self.sizes[req.client] = max(cost.extend_cost(n), SIZE_DECAY * self.sizes.get(req.client, 0.0))
-        held = self.tree.match_lengths(req.tokens)
-        worker = self._pick(req.client, held, n)
-        self.counters(req.client)[worker] -= cost.extend_cost(n - held.get(worker, 0))
-        return worker
+        return self._pick(req.client, self.held(req), token_count(req.tokens))
+
+    def charge(self, req: RouteRequest, worker: int) -> None:
+        """w_e x the tokens ``worker`` does not hold; the client's recent largest request."""
+        n = token_count(req.tokens)
+        self.sizes[req.client] = self.size_with(req.client, n)
+        self.counters(req.client)[worker] -= self.config.cost.extend_cost(n - self.held(req).get(worker, 0))
 
     def _pick(self, client: str, held: dict[int, int], n: int) -> int:
         """SGLang's cache-aware rule (``cache_aware.py``), the client's credit placing new work: a
@@ -85,15 +91,15 @@ class FairCacheAware(D2LPM):
             return least_loaded([w for w in alive if held.get(w, 0) == best], queue)
         self.last_decision = "credit"
         sizes = self.tree.worker_tokens
-        return min(self.available(client), key=lambda w: (sizes[w], w))
+        return min(self.available(client, n), key=lambda w: (sizes[w], w))
 
-    def available(self, client: str) -> list[int]:
+    def available(self, client: str, n: int | None = None) -> list[int]:
         """G_avail: the live workers where ``client`` has credit, after Alg. 2's refill (lines 5-6,
-        with the client's quantum) if there were none."""
+        with the client's quantum, a request of ``n`` tokens at hand) if there were none."""
         q, alive = self.counters(client), self.alive
         available = [w for w in alive if q[w] > 0]
         if not available:
-            quantum = self.quantum(client)
+            quantum = self.quantum(client, n)
             rounds = min(math.floor(-q[w] / quantum) + 1 for w in alive)
             for w in self.workers:
                 q[w] += rounds * quantum

@@ -31,6 +31,7 @@ class PrefillBudget(RoutingPolicy):
     def choose(self, req: RouteRequest) -> int:
         need = token_count(req.tokens)
         fits = [w for w in self.alive if self.budget[w] >= need]
-        worker = max(fits or self.alive, key=lambda w: (self.budget[w], -self.queue[w], -w))
-        self.budget[worker] -= need
-        return worker
+        return max(fits or self.alive, key=lambda w: (self.budget[w], -self.queue[w], -w))
+
+    def charge(self, req: RouteRequest, worker: int) -> None:
+        self.budget[worker] -= token_count(req.tokens)

@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from sglang_fair.core.errors import require
 from sglang_fair.core.global_tree import TokenKey
-from sglang_fair.routing.base import RouterConfig, RouteRequest, RoutingPolicy
+from sglang_fair.routing.base import NoWorkerError, RouterConfig, RouteRequest, RoutingPolicy
 
 
 def client_hash(client: str) -> int:
@@ -57,6 +57,19 @@ class PerServer(RoutingPolicy):
             pick = live[self.next % len(live)]
             self.next = (self.next + 1) % len(live)
         return pick * self.size + self.servers[pick].route(req)
+
+    def observe(self, req: RouteRequest, worker: int) -> None:
+        """A peer's dispatch (:meth:`route` records its own through the server's router)."""
+        super().observe(req, worker)
+        server, local = self.place(worker)
+        server.observe(req, local)
+
+    def route(self, req: RouteRequest) -> int:
+        if not self.alive:
+            raise NoWorkerError("no live worker to route to")
+        worker = self.choose(req)  # the server's router recorded it
+        super().observe(req, worker)
+        return worker
 
     def hit_estimate(self, worker: int) -> float | None:
         server, local = self.place(worker)

@@ -59,7 +59,7 @@ class Preble(RoutingPolicy):
 
     def choose(self, req: RouteRequest) -> int:
         n = max(1, token_count(req.tokens))
-        held = self.tree.match_lengths(req.tokens)
+        held = self.held(req)
         match = {w: held.get(w, 0) for w in self.alive}
         best = max(match.values())
         loads = {w: self.load(w) for w in self.alive}
@@ -75,10 +75,11 @@ class Preble(RoutingPolicy):
                 loads[worker] >= self.config.preble_balance * loads[lightest] and worker != lightest:
             worker = lightest
             self.last_decision = "rebalance"
-        self._record(worker, self.config.cost.extend_cost(n - match[worker]))
         return worker
 
-    def _record(self, worker: int, prefill: float) -> None:
+    def charge(self, req: RouteRequest, worker: int) -> None:
+        """The dispatch joins the load window with its prefill cost there."""
+        prefill = self.config.cost.extend_cost(max(1, token_count(req.tokens)) - self.held(req).get(worker, 0))
         self.routed += 1
         self.history.append((worker, prefill))
         self.window_prefill[worker] += prefill
