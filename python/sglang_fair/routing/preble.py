@@ -79,7 +79,8 @@ class Preble(RoutingPolicy):
 
     def charge(self, req: RouteRequest, worker: int) -> None:
         """The dispatch joins the load window with its prefill cost there."""
-        prefill = self.config.cost.extend_cost(max(1, token_count(req.tokens)) - self.held(req).get(worker, 0))
+        n = max(1, token_count(req.tokens))
+        prefill = self.config.cost.extend_cost(n - self.held(req).get(worker, 0))
         self.routed += 1
         self.history.append((worker, prefill))
         self.window_prefill[worker] += prefill

@@ -67,8 +67,8 @@ class Replicas(RoutingPolicy):
             self.pending.append((origin, apply))
 
     def _deliver(self, keep: int) -> None:
-        """Apply the oldest notices at every replica but their origin, leaving ``keep`` dispatches'
-        worth in flight."""
+        """Apply the oldest notices at every replica but their origin, leaving the newest ``keep``
+        in flight."""
         while len(self.pending) > keep:
             origin, apply = self.pending.popleft()
             for k, peer in enumerate(self.replicas):
