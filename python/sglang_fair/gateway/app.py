@@ -34,8 +34,10 @@ from sglang_fair.core.global_tree import WIDTH
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.feedback import FeedbackListener, Liveness, sources, wait_first_beats
 from sglang_fair.gateway.health import ServerHealth
+from sglang_fair.gateway.peers import run_link
 from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, prompt_tokens, token_source
 from sglang_fair.gateway.relay import Cut, Relay, RelayedStream, pinned, where
+from sglang_fair.gateway.replication import Replication, replicate
 from sglang_fair.gateway.routing import GatewayRouter, Ticket
 from sglang_fair.gateway.servers import WorkerTable, discover
 from sglang_fair.gateway.upstream import Unreachable, Upstream, UpstreamError, make_session
@@ -60,8 +62,9 @@ class Gateway:
     """What a relayed request needs: the config, the worker table, the router, the servers' client."""
 
     def __init__(self, config: GatewayConfig, table: WorkerTable, router: GatewayRouter,
-                 listener: FeedbackListener | None = None) -> None:
+                 listener: FeedbackListener | None = None, replication: Replication | None = None) -> None:
         self.config, self.table, self.router, self.listener = config, table, router, listener
+        self.replication = replication
         self.health = ServerHealth(table, router.policy, config.health_failures)
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
         self.cuts: dict[str, asyncio.Event] = {}  # server URL -> set when feedback takes it out
@@ -211,12 +214,18 @@ def make_app(gateway: Gateway) -> FastAPI:
             if gateway.listener is not None:
                 tasks += [asyncio.create_task(gateway.listener.run()),
                           asyncio.create_task(gateway.watch_feedback(min(0.5, config.heartbeat_timeout / 4)))]
+            if gateway.replication is not None:
+                replication = gateway.replication
+                tasks.append(asyncio.create_task(run_link(replication.link, replication.on_notice,
+                                                          replication.tick)))
             try:
                 yield
             finally:
                 for task in tasks:
                     task.cancel()
                 gateway.upstream = None
+                if gateway.replication is not None:
+                    gateway.replication.link.close()
 
     app = FastAPI(title="sglang-fair gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=gateway.config.max_body_bytes)
@@ -237,7 +246,9 @@ def make_app(gateway: Gateway) -> FastAPI:
 
     async def state() -> Any:
         heard = gateway.listener.view() if gateway.listener is not None else None
-        return {**gateway.router.state(), "servers_out": gateway.health.out, "feedback": heard}
+        peers = gateway.replication.view() if gateway.replication is not None else None
+        return {**gateway.router.state(), "servers_out": gateway.health.out, "feedback": heard,
+                "peers": peers}
 
     async def health() -> Any:
         return {"status": "ok"}
@@ -269,7 +280,8 @@ def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
 
         listener = FeedbackListener(table, config.curve_keys, on_evict, liveness)
     router = GatewayRouter(policy, table, config.client_max_inflight, config.idle_ttl())
-    return Gateway(config, table, router, listener)
+    return Gateway(config, table, router, listener, replicate(config, table, router))
+
 
 
 async def every(interval: float, call: Callable[[], object]) -> None:

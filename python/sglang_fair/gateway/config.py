@@ -5,7 +5,7 @@
 ``--w-e``/``--w-q``/``--client-weights`` of :class:`CostModel`, and client identity the same
 ``--client-keys``/``--client-header`` as ``serve``, so one key file serves both; the servers'
 feedback ports are heard with ``--feedback-keys`` (CurveZMQ) and judged by ``--heartbeat-timeout``
-and ``--stall-timeout``.
+and ``--stall-timeout``; replicas share their dispatches over ``--peer-...`` (:class:`PeerConfig`).
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from urllib.parse import urlsplit
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
+from sglang_fair.gateway.peers import PeerConfig
 from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
 from sglang_fair.sglang_plugin.curve import CurveKeys, gateway_keys
+from sglang_fair.sglang_plugin.feedback_hub import is_loopback
 from sglang_fair.sglang_plugin.gateway_trust import GatewayToken, load_token_file
 from sglang_fair.sglang_plugin.keys import KeyTable, load_key_file
 
@@ -76,6 +78,7 @@ class GatewayConfig:
         "help": "seconds a worker's loop may stand still with requests in flight before its server is "
                 "taken out (longer than the longest model step)"})
     router: RouterConfig = field(default_factory=RouterConfig)
+    peer: PeerConfig = field(default_factory=PeerConfig)
     key_table: KeyTable = field(default_factory=KeyTable)
     token: GatewayToken = field(default_factory=GatewayToken)
     curve_keys: CurveKeys | None = None
@@ -101,6 +104,10 @@ class GatewayConfig:
         require(self.client_ttl >= 0, "--client-ttl must be >= 0")
         require(self.max_body_bytes >= 0, "--max-body-bytes must be >= 0")
         require(self.stall_timeout > 0, "--stall-timeout must be > 0")
+        require(not self.peer.port or self.curve_keys is not None or is_loopback(self.peer.host),
+                f"--peer-host {self.peer.host} is reachable from other machines: give --feedback-keys DIR")
+        require(self.curve_keys is None or all(key for key, _ in self.peer.peers()),
+                "--peer-addresses: with --feedback-keys name each peer's key pair, KEYNAME@HOST:PORT")
         require(self.router.policy in ROUTING_POLICIES.names(),
                 f"--router-policy {self.router.policy!r}: known {', '.join(ROUTING_POLICIES.names())}")
 
@@ -130,6 +137,7 @@ class GatewayConfig:
 def add_gateway_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of :class:`GatewayConfig`, the routing policy's and the cost model's."""
     add_flags(parser, GatewayConfig)
+    add_flags(parser, PeerConfig)
     add_flags(parser, RouterConfig, skip=ROUTER_FILLED_IN)
     add_flags(parser, CostModel)
 
@@ -141,7 +149,7 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
     token = str(getattr(args, "gateway_token_file", "") or "")
     curve = str(getattr(args, "feedback_keys", "") or "")
     name = str(getattr(args, "feedback_key_name", "") or "gateway")
-    config = from_flags(GatewayConfig, args, router=router,
+    config = from_flags(GatewayConfig, args, router=router, peer=from_flags(PeerConfig, args),
                         key_table=load_key_file(keys) if keys else KeyTable(),
                         token=load_token_file(token) if token else GatewayToken(),
                         curve_keys=gateway_keys(curve, name) if curve else None)

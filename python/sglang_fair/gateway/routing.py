@@ -16,6 +16,7 @@ import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from sglang_fair.core.global_tree import pack_tokens
 from sglang_fair.gateway.servers import Worker, WorkerTable
@@ -32,6 +33,13 @@ class RoutedPrompt:
     tokens: bytes
 
 
+class Announcer(Protocol):
+    """Where this gateway tells its peer replicas of its dispatches and finishes (``peers.PeerLink``)."""
+
+    def dispatched(self, rid: str, client: str, worker: int, tokens: bytes) -> None: ...
+    def finished(self, rid: str, output_tokens: int) -> None: ...
+
+
 @dataclass(frozen=True)
 class Ticket:
     """One routed request: where it went, for whom, on how many prompt tokens."""
@@ -46,24 +54,29 @@ class GatewayRouter:
     """The routing policy's host in the gateway (single event loop: no locking)."""
 
     def __init__(self, policy: RoutingPolicy, table: WorkerTable, client_max_inflight: int = 0,
-                 client_ttl: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 client_ttl: float = 0.0, clock: Callable[[], float] = time.monotonic,
+                 peers: Announcer | None = None) -> None:
         if policy.config.num_workers != len(table):
             raise ValueError(f"the policy has {policy.config.num_workers} workers, the table {len(table)}")
-        self.policy, self.table, self.clock = policy, table, clock
+        self.policy, self.table, self.clock, self.peers = policy, table, clock, peers
         self.clients = ClientBook(client_ttl, client_max_inflight, "gateway")
         self._ids = itertools.count()
         self.routed = [0] * len(table)
         self.finished = [0] * len(table)
         self.forgotten = 0
+        self.observed = 0  # dispatches of peer replicas recorded
 
     def route(self, client: str, tokens: Sequence[int]) -> Ticket:
         """Pick a worker for ``client``'s prompt ``tokens`` (raises ``NoWorkerError`` if none is alive,
         ``ClientOverLimit`` if the client is at its bound)."""
         self.clients.admit(client)
         rid = f"gw-{next(self._ids)}"
-        index = self.policy.route(RoutedPrompt(rid, client, pack_tokens(tokens)))
+        packed = pack_tokens(tokens)
+        index = self.policy.route(RoutedPrompt(rid, client, packed))
         self.routed[index] += 1
         self.clients.enter(client, self.clock())
+        if self.peers is not None:
+            self.peers.dispatched(rid, client, index, packed)
         return Ticket(rid, client, self.table[index], len(tokens))
 
     def finish(self, ticket: Ticket, output_tokens: int) -> None:
@@ -72,6 +85,14 @@ class GatewayRouter:
         self.policy.on_finish(ticket.worker.index, ticket.client, max(0, output_tokens))
         self.clients.leave(ticket.client)
         self.clients.touch(ticket.client, self.clock())
+        if self.peers is not None:
+            self.peers.finished(ticket.rid, max(0, output_tokens))
+
+    def observe(self, rid: str, client: str, worker: int, tokens: bytes) -> None:
+        """A peer replica dispatched ``rid`` to ``worker``: the policy records it as its own."""
+        self.policy.observe(RoutedPrompt(rid, client, tokens), worker)
+        self.clients.touch(client, self.clock())  # a client busy at a peer is not idle here
+        self.observed += 1
 
     def expire(self) -> list[str]:
         """Forget the clients without a request in flight for the client TTL."""
@@ -85,6 +106,7 @@ class GatewayRouter:
         """Per worker: server, rank, requests routed, finished and in flight (the policy's queue)."""
         return {"policy": self.policy.name, "model": self.table.model,
                 "clients_in_flight": len(self.clients.inflight), "forgotten_clients": self.forgotten,
+                "observed_from_peers": self.observed,
                 "workers": [
             {"index": w.index, "server": w.server.url, "rank": w.rank, "routed": self.routed[w.index],
              "finished": self.finished[w.index], "queue": self.policy.queue[w.index]}

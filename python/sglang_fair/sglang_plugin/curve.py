@@ -5,9 +5,10 @@ fleet's server pair ``server.key`` / ``server.key_secret`` (every server uses it
 gateway, ``gateway.key`` / ``gateway.key_secret`` (``--gateway-names gateway,gateway-2`` for more).
 A server reads its secret key and accepts exactly the gateways whose ``gateway*.key`` public files
 are in the directory (a ZAP handler refuses any other); a gateway reads its own secret key and the
-servers' public key, so it talks only to a server that holds the server secret. Copy to each node
-only what it needs: servers ``server.key_secret`` and the gateways' ``*.key``; a gateway its own
-``.key_secret`` and ``server.key``.
+servers' public key, so it talks only to a server that holds the server secret. Gateway replicas
+(``gateway/peers.py``) admit each other by the same gateway pairs. Copy to each node only what it
+needs: servers ``server.key_secret`` and the gateways' ``*.key``; a gateway its own ``.key_secret``,
+``server.key`` and its peers' ``gateway*.key``.
 """
 
 from __future__ import annotations
@@ -89,6 +90,19 @@ def gateway_keys(directory: str | Path, name: str = GATEWAY) -> CurveKeys:
     root = Path(directory)
     public, secret = _pair(root / f"{name}.key_secret")
     return CurveKeys(public, secret, (_public(root / f"{SERVER}.key"),))
+
+
+def replica_keys(directory: str | Path, name: str = GATEWAY) -> CurveKeys:
+    """A gateway's keys toward its peer replicas: its pair ``name`` and every gateway public key in
+    ``directory`` (the replicas its peer port admits)."""
+    root = Path(directory)
+    public, secret = _pair(root / f"{name}.key_secret")
+    return CurveKeys(public, secret, tuple(_public(p) for p in sorted(root.glob(f"{GATEWAY}*.key"))))
+
+
+def public_key(directory: str | Path, name: str) -> bytes:
+    """The public key ``name`` of ``directory`` (a peer replica's, to connect to it)."""
+    return _public(Path(directory) / f"{name}.key")
 
 
 def serve_curve(socket: zmq.Socket[Any], keys: CurveKeys) -> ThreadAuthenticator:

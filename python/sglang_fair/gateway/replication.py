@@ -1,0 +1,80 @@
+"""The gateway's half of the replica link: peers' notices applied to its router, its own announced.
+
+:class:`Replication` joins a :class:`~sglang_fair.gateway.peers.PeerLink` (the sockets), a
+:class:`~sglang_fair.gateway.peers.PeerBook` (what each peer run has in flight) and the gateway's
+:class:`~sglang_fair.gateway.routing.GatewayRouter` (the policy): a peer's dispatch is observed, its
+finish is the policy's finish, a new peer that hears this replica gets its requests in flight again,
+and a peer silent for ``--peer-timeout`` has its requests in flight released.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import time
+from collections.abc import Callable
+from typing import Any
+
+from sglang_fair.gateway import peer_msgs as pm
+from sglang_fair.gateway.config import GatewayConfig
+from sglang_fair.gateway.peers import PeerBook, PeerLink
+from sglang_fair.gateway.routing import GatewayRouter
+from sglang_fair.gateway.servers import WorkerTable
+from sglang_fair.sglang_plugin.curve import public_key, replica_keys
+
+
+def table_fingerprint(table: WorkerTable) -> str:
+    """The same for two gateways exactly when they number the same servers' ranks alike."""
+    layout = [(w.index, w.server.url, w.rank) for w in table]
+    return hashlib.blake2b(json.dumps([table.model, layout]).encode(), digest_size=8).hexdigest()
+
+
+class Replication:
+    """Applies the peers' notices to ``router`` and keeps the link alive (single event loop)."""
+
+    def __init__(self, link: PeerLink, router: GatewayRouter,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.link, self.router, self.clock = link, router, clock
+        self.book = PeerBook(link.run, link.table, link.config.timeout)
+        self.bad_workers = 0
+        router.peers = link
+
+    def on_notice(self, msg: pm.Notice) -> None:
+        peer = self.book.heard(msg, self.clock())
+        if peer is None:
+            return
+        policy = self.router.policy
+        if isinstance(msg, pm.Dispatched):
+            if msg.worker >= len(policy.queue):
+                self.bad_workers += 1
+            elif self.book.dispatched(peer, msg):
+                self.router.observe(msg.rid, msg.client, msg.worker, msg.tokens)
+        elif isinstance(msg, pm.Finished):
+            done = self.book.finished(peer, msg)
+            if done is not None:
+                policy.on_finish(done[0], done[1], msg.output_tokens)
+        elif self.book.alive(peer, msg):
+            self.book.counts["replays_sent"] += self.link.replay()
+
+    def tick(self) -> None:
+        """Release what silent peers had in flight; tell the peers this replica is alive."""
+        for worker, client in self.book.expire(self.clock()):
+            self.router.policy.on_finish(worker, client, 0)
+        self.link.alive(self.book.hearing())
+
+    def view(self) -> dict[str, Any]:
+        return {"run": self.link.run, "name": self.link.name, "sent_bytes": self.link.sent_bytes,
+                "sent": self.link.seq, "bad_workers": self.bad_workers, **self.book.view(self.clock())}
+
+
+def replicate(config: GatewayConfig, table: WorkerTable, router: GatewayRouter) -> Replication | None:
+    """The replica link of ``--peer-port`` (None without one), CurveZMQ with ``--feedback-keys``."""
+    if not config.peer.port:
+        return None
+    keys, directory = None, config.feedback_keys
+    if directory:
+        keys = replica_keys(directory, config.feedback_key_name)
+    name = config.peer.name or f"{socket.gethostname()}:{config.port}"
+    link = PeerLink(config.peer, name, table_fingerprint(table), keys, lambda key: public_key(directory, key))
+    return Replication(link, router)
