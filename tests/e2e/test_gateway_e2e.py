@@ -6,7 +6,10 @@ gateway: chat (whole and streamed, n = 2) and ``/generate`` answer 200 with the 
 distinct prompts reach all three workers (so both servers) with the client the key names, and a wrong
 key gets 401. Directly at a server, a pinned rank without the token is 403. Every worker's heartbeats
 and the evictions of a full cache reach the gateway; SIGSTOP of B's scheduler fails its requests in
-flight with 503 within the heartbeat timeout, and B is taken back after SIGCONT.
+flight with 503 within the heartbeat timeout, and B is taken back after SIGCONT. A second gateway
+replica shares what the first routes: it hears its dispatches (a prefix routed by one is routed to the
+same worker by the other), and when the first is killed with requests in flight, the second releases
+them and serves the client retried there.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ pytestmark = pytest.mark.e2e
 TOKEN = "e2e-gateway-token-0123456789abcdef"
 SERVER = ("--max-running-requests", "8", "--max-total-tokens", "4000")
 KEY = {"Authorization": "Bearer k-alice"}
+GATEWAYS = ("gateway", "gateway-2")  # replicas sharing what they route (--peer-port), CurveZMQ
 
 
 def post(url: str, body: dict[str, Any], headers: dict[str, str] | None = None,
@@ -53,7 +57,7 @@ def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     (tmp / "token").write_text(TOKEN + "\n")
     (tmp / "keys").write_text("k-alice alice\nk-bob bob\n")
     trust = ("--gateway-token-file", str(tmp / "token"))
-    make_keys(tmp / "curve")
+    make_keys(tmp / "curve", GATEWAYS)
     curve = ("--feedback-keys", str(tmp / "curve"))
     procs: dict[str, Any] = {}
     with ExitStack() as stack:
@@ -63,23 +67,31 @@ def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         b = stack.enter_context(running_server(
             tiny_model, (*SERVER, *trust, *curve, "--feedback-port", str(free_port())), tmp / "b.log",
             started=lambda proc: procs.update(b=proc)))
-        port = free_port()
-        cmd = [sys.executable, "-m", "sglang_fair.cli", "gateway", "--worker-urls", f"{a},{b}",
-               "--port", str(port), "--client-keys", str(tmp / "keys"), *trust, *curve,
-               "--heartbeat-timeout", "2", "--health-interval", "1", "--health-timeout", "3"]
-        with open(tmp / "gateway.log", "wb") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        stack.callback(stop, proc)
-        gateway = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                get_json(gateway + "/health", timeout=2)
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, (tmp / "gateway.log").read_text()
-                time.sleep(0.3)
-        yield {"a": a, "b": b, "gateway": gateway, "b_proc": procs["b"]}
+        shared = ("--worker-urls", f"{a},{b}", "--client-keys", str(tmp / "keys"), *trust, *curve,
+                  "--heartbeat-timeout", "2", "--health-interval", "1", "--health-timeout", "3",
+                  "--peer-timeout", "2")
+        ports = {name: (free_port(), free_port()) for name in GATEWAYS}
+        urls = {}
+        for name, (port, peer_port) in ports.items():
+            peers = ",".join(f"{other}@127.0.0.1:{ports[other][1]}" for other in GATEWAYS if other != name)
+            cmd = [sys.executable, "-m", "sglang_fair.cli", "gateway", *shared, "--port", str(port),
+                   "--feedback-key-name", name, "--peer-port", str(peer_port), "--peer-addresses", peers]
+            with open(tmp / f"{name}.log", "wb") as log:
+                procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                               start_new_session=True)
+            stack.callback(stop, procs[name])
+            urls[name] = f"http://127.0.0.1:{port}"
+        for name, url in urls.items():
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    get_json(url + "/health", timeout=2)
+                    break
+                except OSError:
+                    assert procs[name].poll() is None and time.monotonic() < deadline, \
+                        (tmp / f"{name}.log").read_text()
+                    time.sleep(0.3)
+        yield {"a": a, "b": b, **urls, "b_proc": procs["b"], "gateway_proc": procs["gateway"]}
 
 
 def test_chat_and_generate_through_the_gateway(cluster: dict[str, Any]) -> None:
@@ -180,3 +192,54 @@ def test_a_stopped_scheduler_fails_its_requests_in_flight_and_its_server_comes_b
                            {"text": words(800 + i, 30), "sampling_params": {"max_new_tokens": 1}}, KEY)
         assert status == 200, raw
     assert get_json(gateway + "/gateway/state")["workers"][2]["routed"] > before
+
+
+def test_a_second_gateway_hears_the_firsts_dispatches_and_routes_a_prefix_alike(
+        cluster: dict[str, Any]) -> None:
+    one, two = cluster["gateway"], cluster["gateway-2"]
+    peers = get_json(two + "/gateway/state")["peers"]
+    assert [r["hears_me"] and r["same_workers"] for r in peers["runs"].values()] == [True], peers
+    prompt = words(4000, 300)
+    before = [w["routed"] for w in get_json(one + "/gateway/state")["workers"]]
+    seen = get_json(two + "/gateway/state")["observed_from_peers"]
+    status, raw = post(one + "/generate", {"text": prompt, "sampling_params": {"max_new_tokens": 1}}, KEY)
+    assert status == 200, raw
+    after = [w["routed"] for w in get_json(one + "/gateway/state")["workers"]]
+    (chosen,) = [i for i, (x, y) in enumerate(zip(before, after, strict=True)) if y > x]
+    assert get_json(two + "/gateway/state")["observed_from_peers"] == seen + 1
+    routed = [w["routed"] for w in get_json(two + "/gateway/state")["workers"]]
+    longer = {"text": prompt + " and more", "sampling_params": {"max_new_tokens": 1}}
+    status, raw = post(two + "/generate", longer, KEY)
+    assert status == 200, raw
+    now = [w["routed"] for w in get_json(two + "/gateway/state")["workers"]]
+    assert [y - x for x, y in zip(routed, now, strict=True)] == [int(i == chosen) for i in range(3)]
+
+
+def test_a_killed_gateway_loses_nothing_at_its_peer(cluster: dict[str, Any]) -> None:
+    """SIGKILL of the first gateway with requests in flight: the servers abort what it relayed, the
+    second releases them within --peer-timeout (2 s), and serves the client retried there."""
+    import os
+    import signal
+
+    one, two = cluster["gateway"], cluster["gateway-2"]
+    _, threads = load_in_threads(one, ["alice"] * 4, 700, 40, 300, headers=lambda _: KEY)
+    deadline = time.monotonic() + 30
+    while sum(w["queue"] for w in get_json(two + "/gateway/state")["workers"]) == 0:
+        assert time.monotonic() < deadline, "the second gateway heard of nothing in flight"
+        time.sleep(0.05)
+    os.killpg(cluster["gateway_proc"].pid, signal.SIGKILL)
+    killed = time.monotonic()
+    for thread in threads:
+        thread.join(timeout=60)
+    while sum(w["queue"] for w in get_json(two + "/gateway/state")["workers"]):
+        assert time.monotonic() - killed < 10, get_json(two + "/gateway/state")
+        time.sleep(0.1)
+    print(f"\nreleased at the peer {time.monotonic() - killed:.1f} s after SIGKILL")
+    assert get_json(two + "/gateway/state")["peers"]["released"] >= 1
+    def served() -> int:
+        return sum(get_json(cluster[s] + "/fairness")["clients"]["alice"]["requests"] for s in ("a", "b"))
+
+    before = served()
+    status, raw = post(two + "/generate", {"text": "retried", "sampling_params": {"max_new_tokens": 2}}, KEY)
+    assert status == 200, raw  # the same key, the same client, at the other replica
+    assert served() == before + 1
