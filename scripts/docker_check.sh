@@ -12,12 +12,15 @@
 #   keys         feedback keys made by the image's `sglang-fair keys`; a missing keys, token or feedback-keys
 #                source stops `up`; a keys file uid 10001 cannot read stops the server (exit 2)
 #   fleet-up     compose --profile fleet-cpu up (compose.yaml alone, the keys of docker/keys.example.txt, a
-#                generated gateway token): both servers healthy (started together), then the gateway healthy
+#                generated gateway token): both servers healthy (started together), then both gateways healthy
 #   probe        scripts/docker_probe.py at server A: chat 200 with a key, 401 with a wrong or no key,
 #                /fairness, /metrics
 #   fleet-probe  scripts/fleet_probe.py: a keyed chat through the gateway 200, a wrong key 401, a pinned
 #                routed_dp_rank straight to each server 403 (no token), /gateway/state: both servers'
 #                workers, requests routed to each, every worker's heartbeats over the CurveZMQ feedback ports
+#   replicas     gateway-2 hears the first gateway both ways (CurveZMQ peer ports) and recorded its
+#                dispatches; the first killed (compose kill): chats through gateway-2 still 200; started
+#                again: healthy, and it records gateway-2's dispatches
 #   user         server A and the gateway run as uid 10001, the keys and token mounts are read-only, the
 #                image's HEALTHCHECK command passes
 #   health       server A stopped (SIGSTOP): the gateway takes it out, unhealthy; resumed: healthy, and the
@@ -74,13 +77,15 @@ compose() {  # the cpu profile's build as this check runs it (docker/compose.che
 }
 plain() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile cpu "$@"; }  # as users run it
 fleet() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile fleet-cpu "$@"; }  # as users run it
-fleet_probe() {  # scripts/fleet_probe.py against the gateway and both servers' published ports
-  python3 "$ROOT/scripts/fleet_probe.py" --gateway "http://$GATEWAY_PORT" --key "$KEY" \
+fleet_probe_at() {  # scripts/fleet_probe.py against one gateway (its published port, its container)
+  local port="$1" container="$2"; shift 2
+  python3 "$ROOT/scripts/fleet_probe.py" --gateway "http://$port" --key "$KEY" \
     --servers "http://$FLEET_PORT_A,http://$FLEET_PORT_B" "$@" | sed 's/^/docker_check: fleet: /'
   [[ "${PIPESTATUS[0]}" == 0 ]] && return
-  docker logs "$GATEWAY" >"$WORK/gateway.log" 2>&1 || true
+  docker logs "$container" >"$WORK/gateway.log" 2>&1 || true
   die "the fleet did not answer as a user expects (above); the gateway said: $(grep -v '^INFO' "$WORK/gateway.log" | tail -8)"
 }
+fleet_probe() { fleet_probe_at "$GATEWAY_PORT" "$GATEWAY" "$@"; }  # the first gateway replica
 service_container() {  # the container of a fleet-cpu service
   local id
   id="$(fleet ps -q "$1")"
@@ -157,8 +162,8 @@ else
 fi
 
 step build
-mapfile -t ports < <(free_ports 4)
-export PORT="127.0.0.1:${ports[0]}" GATEWAY_PORT="127.0.0.1:${ports[1]}"
+mapfile -t ports < <(free_ports 5)
+export PORT="127.0.0.1:${ports[0]}" GATEWAY_PORT="127.0.0.1:${ports[1]}" GATEWAY_PORT_2="127.0.0.1:${ports[4]}"
 export FLEET_PORT_A="127.0.0.1:${ports[2]}" FLEET_PORT_B="127.0.0.1:${ports[3]}"
 export SGLANG_FAIR_KEYS="$WORK/keys.txt" OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 export SGLANG_FAIR_GATEWAY_TOKEN="$WORK/gateway.token"
@@ -178,7 +183,7 @@ grep -E "modules imported|^ok$|tiny llama" "$WORK/build-cpu.log" | sed 's/^/dock
 step keys
 export SGLANG_FAIR_FEEDBACK_KEYS="$WORK/feedback-keys"  # `sglang-fair keys`, run by the image's own install
 docker run --rm --network none --user 0 --entrypoint sglang-fair -v "$WORK:/out" "$CPU_IMAGE" \
-  keys /out/feedback-keys >"$WORK/feedback-keys.log" 2>&1 || die "sglang-fair keys failed: $(tail -3 "$WORK/feedback-keys.log")"
+  keys /out/feedback-keys --gateway-names gateway,gateway-2 >"$WORK/feedback-keys.log" 2>&1 || die "sglang-fair keys failed: $(tail -3 "$WORK/feedback-keys.log")"
 chown -R 10001:10001 "$SGLANG_FAIR_FEEDBACK_KEYS"  # the image's user reads them; the secret keys stay 0600
 say "feedback keys: $(ls "$SGLANG_FAIR_FEEDBACK_KEYS" | tr '\n' ' ')"
 for missing in SGLANG_FAIR_KEYS SGLANG_FAIR_GATEWAY_TOKEN SGLANG_FAIR_FEEDBACK_KEYS; do
@@ -207,14 +212,27 @@ GATEWAY="$(service_container sglang-fair-cpu-gateway)"
 waited="$(wait_health "$CONTAINER" healthy 600)"  # assignments: a failed wait ends the run
 waited="$(wait_health "$B_CONTAINER" healthy 600)"
 say "servers A and B healthy, the gateway started: $(( $(date +%s) - up_start )) s after up"
+GATEWAY_2="$(service_container sglang-fair-cpu-gateway-2)"
 waited="$(wait_health "$GATEWAY" healthy 300)"
 say "gateway healthy $waited s later (published on $GATEWAY_PORT): $(docker logs "$GATEWAY" 2>&1 | grep -m1 'sglang-fair gateway:')"
+waited="$(wait_health "$GATEWAY_2" healthy 300)"
+say "gateway-2 healthy $waited s later (published on $GATEWAY_PORT_2)"
 
 step probe  # server A, published on FLEET_PORT_A
 PORT="$FLEET_PORT_A" probe --client "$CLIENT" --key "$KEY" --other-key "$OTHER_KEY"
 
 step fleet-probe
 fleet_probe check
+
+step replicas  # docs/deploy.md, "Two gateways": they share what they route; one killed, the other serves
+fleet_probe_at "$GATEWAY_PORT_2" "$GATEWAY_2" peers --count 1
+fleet kill sglang-fair-cpu-gateway >"$WORK/kill-gw.log" 2>&1 || die "compose kill failed: $(tail -3 "$WORK/kill-gw.log")"
+fleet_probe_at "$GATEWAY_PORT_2" "$GATEWAY_2" chats --count 4
+fleet start sglang-fair-cpu-gateway >"$WORK/start-gw.log" 2>&1 || die "compose start failed: $(tail -3 "$WORK/start-gw.log")"
+waited="$(wait_health "$GATEWAY" healthy 300)"
+say "the first gateway killed, gateway-2 served; restarted, healthy $waited s later"
+fleet_probe_at "$GATEWAY_PORT_2" "$GATEWAY_2" chats --count 4
+fleet_probe peers --count 4
 
 step user
 for c in "$CONTAINER" "$GATEWAY"; do

@@ -1,11 +1,13 @@
-"""Check the compose ``fleet-cpu`` profile (two servers, the gateway in front) as a user and an operator
-would (scripts/docker_check.sh: steps fleet-probe, health, failover, taken-back).
+"""Check the compose ``fleet-cpu`` profile (two servers, two gateway replicas in front) as a user and an
+operator would (scripts/docker_check.sh: steps fleet-probe, replicas, health, failover, taken-back).
 
     python3 scripts/fleet_probe.py --gateway http://127.0.0.1:30080 --servers URL_A,URL_B \\
         --key sk-team-a-1 check                  # keyed chat 200, 401s, pins 403, both servers routed
     python3 scripts/fleet_probe.py ... chats --count 4        # 4 chats at once through the gateway, all 200
     python3 scripts/fleet_probe.py ... out --server NAME      # until /gateway/state lists NAME taken out
     python3 scripts/fleet_probe.py ... back --server NAME     # until it is back and chats are routed to it
+    python3 scripts/fleet_probe.py ... peers --count 1        # until a peer replica is heard both ways and
+                                                              # 1 of its dispatches was recorded here
 
 ``--servers`` are the servers' published URLs (for the direct requests); ``--server NAME`` matches the
 gateway's own URL of a server (``http://NAME:30000``). Standard library only (``docker_probe``'s request
@@ -180,6 +182,24 @@ def check_back(fleet: Fleet, name: str) -> str:
     raise ProbeFailed(f"{url} back, but none of 4 bursts of 4 chats after it was routed there")
 
 
+def check_peers(fleet: Fleet, observed: int) -> str:
+    """The gateway hears a peer replica that hears it and numbers the workers alike, and has recorded at
+    least ``observed`` of its peers' dispatches."""
+    start = time.monotonic()
+    while True:
+        snapshot = state(fleet)
+        peers = snapshot.get("peers") or {}
+        runs = (peers.get("runs") or {}).values()
+        mutual = [r["name"] for r in runs if r["hears_me"] and r["same_workers"]]
+        seen = int(snapshot.get("observed_from_peers", 0))
+        if mutual and seen >= observed:
+            return f"hears {', '.join(mutual)} (which hears it); {seen} of the peers' dispatches recorded"
+        if time.monotonic() - start > fleet.wait:
+            raise ProbeFailed(f"no peer heard both ways, or fewer than {observed} dispatches recorded: "
+                              f"{peers}")
+        time.sleep(1)
+
+
 def checks(fleet: Fleet, args: argparse.Namespace) -> list[tuple[str, Callable[[], str]]]:
     if args.action == "check":
         return [("chat through the gateway with the key", lambda: check_chat(fleet)),
@@ -191,6 +211,8 @@ def checks(fleet: Fleet, args: argparse.Namespace) -> list[tuple[str, Callable[[
                  lambda: check_feedback(fleet))]
     if args.action == "chats":
         return [("chats through the gateway", lambda: check_chats(fleet, args.count))]
+    if args.action == "peers":
+        return [("/gateway/state: a peer replica heard both ways", lambda: check_peers(fleet, args.count))]
     if args.action == "out":
         return [(f"the gateway takes {args.server} out", lambda: check_out(fleet, args.server))]
     return [(f"the gateway takes {args.server} back", lambda: check_back(fleet, args.server))]
@@ -207,8 +229,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--servers", required=True, help="comma-separated published URLs of the servers")
     parser.add_argument("--key", required=True, help="an API key of the keys file")
     parser.add_argument("--wait", type=float, default=120.0, help="out/back: seconds to wait")
-    parser.add_argument("action", choices=["check", "chats", "out", "back"])
-    parser.add_argument("--count", type=int, default=4, help="chats: how many")
+    parser.add_argument("action", choices=["check", "chats", "out", "back", "peers"])
+    parser.add_argument("--count", type=int, default=4,
+                        help="chats: how many; peers: dispatches of the peers the gateway must have recorded")
     parser.add_argument("--server", help="out/back: the server's service name")
     args = parser.parse_args(argv)
     if args.action in ("out", "back") and not args.server:

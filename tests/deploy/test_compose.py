@@ -36,6 +36,8 @@ FEEDBACK_FLAGS = ["--feedback-port", "30100", "--feedback-host", "0.0.0.0", "--f
 KEYS_EXAMPLE = DOCKER / "keys.example.txt"  # the operator makes ./keys.txt from it
 TOKEN_TARGET = "/etc/sglang-fair/gateway.token"  # the operator makes ./gateway.token (openssl rand -hex 32)
 FLEET_CPU_SERVERS = ("sglang-fair-cpu-a", "sglang-fair-cpu-b")
+FLEET_CPU_GATEWAYS = ("sglang-fair-cpu-gateway", "sglang-fair-cpu-gateway-2")
+GATEWAYS = ("gateway", "gateway-2")  # their key pairs, in the same order
 VAR = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
 
 
@@ -61,7 +63,7 @@ def operator_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     operator = tmp_path_factory.mktemp("operator")
     token = operator / "gateway.token"
     token.write_text(secrets.token_hex(32) + "\n")
-    make_keys(operator / "feedback-keys")  # sglang-fair keys docker/feedback-keys
+    make_keys(operator / "feedback-keys", GATEWAYS)  # sglang-fair keys DIR --gateway-names gateway,gateway-2
     return {"./keys.txt": KEYS_EXAMPLE, "./gateway.token": token,
             "./feedback-keys": operator / "feedback-keys"}
 
@@ -141,9 +143,9 @@ def test_ports_match_the_commands(compose: dict[str, Any]) -> None:
             assert flag_value(argv, "--router-http-host") == "0.0.0.0", name  # reachable through the port
         health = " ".join(service["healthcheck"]["test"])
         assert all(str(p) in health for p in expected), name
-        feedback = flag_value(argv, "--feedback-port")
-        if feedback and "fleet" in service["profiles"]:  # across nodes: published (fleet-cpu: one network)
-            expected.add(int(feedback))
+        for across in ("--feedback-port", "--peer-port"):  # across nodes: published (fleet-cpu: one network)
+            if flag_value(argv, across) and "fleet" in service["profiles"]:
+                expected.add(int(flag_value(argv, across) or 0))
         assert inside == expected, name
         if name in servers(compose):
             assert service["labels"]["prometheus.io/port"] == flag_value(argv, "--port"), name
@@ -216,11 +218,28 @@ def mount_sources(service: dict[str, Any]) -> dict[str, str]:
     return {v["target"]: v["source"] for v in service.get("volumes", []) if isinstance(v, dict)}
 
 
+def replica_problems(services: dict[str, Any], names: tuple[str, ...]) -> list[str]:
+    """What keeps the gateways ``names`` from sharing what they route (each names every other's peer
+    port with that one's key pair, and its own pair is its own)."""
+    problems = []
+    argvs = {n: entrypoint(services[n]) + services[n]["command"] for n in names}
+    for name, argv in argvs.items():
+        key = flag_value(argv, "--feedback-key-name")
+        peers = (flag_value(argv, "--peer-addresses") or "").split(",")
+        wanted = [f"{flag_value(argvs[o], '--feedback-key-name')}@" for o in names if o != name]
+        if flag_value(argv, "--peer-port") != "30090" or flag_value(argv, "--feedback-keys") != FEEDBACK_KEYS:
+            problems.append(f"{name}: no CurveZMQ peer port 30090")
+        if [p.split("@")[0] + "@" for p in peers] != wanted or key not in GATEWAYS:
+            problems.append(f"{name}: key {key}, peers {peers}: not the other replicas' ({wanted})")
+    if len({flag_value(a, "--feedback-key-name") for a in argvs.values()}) != len(names):
+        problems.append("two replicas share one key pair")
+    return problems
+
+
 def fleet_cpu_problems(compose: dict[str, Any]) -> list[str]:
-    """What keeps the fleet-cpu gateway from fronting its two servers (empty: nothing)."""
+    """What keeps the fleet-cpu gateways from fronting its two servers (empty: nothing)."""
     services, problems = compose["services"], []
     cpu = services["sglang-fair-cpu"]
-    gateway = services["sglang-fair-cpu-gateway"]
     for name in FLEET_CPU_SERVERS:
         server = services[name]
         if server["command"] != cpu["command"] + KEY_FLAGS + TOKEN_FLAGS + FEEDBACK_FLAGS:
@@ -229,55 +248,66 @@ def fleet_cpu_problems(compose: dict[str, Any]) -> list[str]:
             problems.append(f"{name}: not the cpu service's image and health check")
         if float(server["cpus"]) != 1 or server["environment"]["OMP_NUM_THREADS"] != "1":
             problems.append(f"{name}: not one core")
-        if mount_sources(server) != mount_sources(gateway):
-            problems.append(f"{name}: other keys or token files than the gateway's")
-        if gateway["depends_on"].get(name, {}).get("condition") != "service_healthy":
-            problems.append(f"the gateway does not wait for {name} to be healthy")
-    if flag_value(gateway["command"], "--feedback-keys") != FEEDBACK_KEYS:
-        problems.append("the gateway does not hear the servers' feedback ports (--feedback-keys)")
-    urls = flag_value(gateway["command"], "--worker-urls") or ""
+        for gw in FLEET_CPU_GATEWAYS:
+            if mount_sources(server) != mount_sources(services[gw]):
+                problems.append(f"{name}: other keys or token files than {gw}'s")
+            if services[gw]["depends_on"].get(name, {}).get("condition") != "service_healthy":
+                problems.append(f"{gw} does not wait for {name} to be healthy")
     wanted = [f"http://{n}:{flag_value(entrypoint(services[n]), '--port')}" for n in FLEET_CPU_SERVERS]
-    if urls.split(",") != wanted:
-        problems.append(f"--worker-urls {urls}, the servers are {wanted}")
-    if gateway["image"] != cpu["image"] or gateway["profiles"] != ["fleet-cpu"]:
-        problems.append("the gateway is not the cpu image's, in fleet-cpu")
-    ports = {services[n]["ports"][0].rsplit(":", 1)[0] for n in FLEET_CPU_SERVERS}
-    if len(ports) != len(FLEET_CPU_SERVERS) or not all(p.startswith("127.0.0.1:") for p in ports):
-        problems.append(f"the servers' published ports {ports}: one each, on 127.0.0.1")
+    for gw in FLEET_CPU_GATEWAYS:
+        urls = flag_value(services[gw]["command"], "--worker-urls") or ""
+        if urls.split(",") != wanted:
+            problems.append(f"{gw}: --worker-urls {urls}, the servers are {wanted}")
+        if services[gw]["image"] != cpu["image"] or services[gw]["profiles"] != ["fleet-cpu"]:
+            problems.append(f"{gw} is not the cpu image's, in fleet-cpu")
+    problems += replica_problems(services, FLEET_CPU_GATEWAYS)
+    ports = {services[n]["ports"][0].rsplit(":", 1)[0] for n in (*FLEET_CPU_SERVERS, *FLEET_CPU_GATEWAYS[1:])}
+    if len(ports) != len(FLEET_CPU_SERVERS) + 1 or not all(p.startswith("127.0.0.1:") for p in ports):
+        problems.append(f"the servers' and gateway-2's published ports {ports}: one each, on 127.0.0.1")
     return problems
 
 
-def test_fleet_cpu_is_two_cpu_servers_behind_the_gateway(compose: dict[str, Any]) -> None:
+def test_fleet_cpu_is_two_cpu_servers_behind_two_gateways(compose: dict[str, Any]) -> None:
     assert fleet_cpu_problems(compose) == []
     assert {n for n, s in compose["services"].items() if "fleet-cpu" in s["profiles"]} == {
-        *FLEET_CPU_SERVERS, "sglang-fair-cpu-gateway"}
+        *FLEET_CPU_SERVERS, *FLEET_CPU_GATEWAYS}
 
 
-@pytest.mark.parametrize("fault", ["url", "depends", "token", "command", "feedback"])
+@pytest.mark.parametrize("fault", ["url", "depends", "token", "command", "feedback", "peer", "same key"])
 def test_negative_control_a_broken_fleet_cpu_is_caught(compose: dict[str, Any], fault: str) -> None:
     broken = json.loads(json.dumps(compose))
     services = broken["services"]
+    gateway, second = services["sglang-fair-cpu-gateway"], services["sglang-fair-cpu-gateway-2"]
     if fault == "url":
-        services["sglang-fair-cpu-gateway"]["command"][1] = "http://sglang-fair-cpu-a:30000,http://other:30000"
+        second["command"][1] = "http://sglang-fair-cpu-a:30000,http://other:30000"
     elif fault == "depends":
-        del services["sglang-fair-cpu-gateway"]["depends_on"]["sglang-fair-cpu-b"]
+        del gateway["depends_on"]["sglang-fair-cpu-b"]
     elif fault == "token":
         services["sglang-fair-cpu-b"]["volumes"] = services["sglang-fair-cpu-b"]["volumes"][:1]
     elif fault == "feedback":
-        services["sglang-fair-cpu-gateway"]["command"] = services["sglang-fair-cpu-gateway"]["command"][:-2]
+        gateway["entrypoint"] = [a for a in gateway["entrypoint"] if a != "--feedback-keys"]
+    elif fault == "peer":
+        second["command"][-1] = "gateway-2@sglang-fair-cpu-gateway:30090"
+    elif fault == "same key":
+        second["command"][3] = "gateway"
     else:
         services["sglang-fair-cpu-a"]["command"] = services["sglang-fair-cpu-a"]["command"][:-2]
     assert fleet_cpu_problems(broken) != []
 
 
-def test_fleet_server_trusts_the_gateway_in_front(compose: dict[str, Any]) -> None:
-    """fleet: every node's server with the token, the gateway (one node) with the same files."""
-    server, gateway = compose["services"]["sglang-fair-fleet"], compose["services"]["sglang-fair-gateway"]
+def test_fleet_server_trusts_the_gateways_in_front(compose: dict[str, Any]) -> None:
+    """fleet: every node's server with the token, the gateway replicas (a node each) with the same files."""
+    services = compose["services"]
+    server = services["sglang-fair-fleet"]
     assert flag_value(server["command"], "--gateway-token-file") == TOKEN_TARGET
-    assert server["profiles"] == gateway["profiles"] == ["fleet"]
     assert server["command"][-6:] == FEEDBACK_FLAGS and "30100:30100" in server["ports"]
-    assert flag_value(gateway["command"], "--feedback-keys") == FEEDBACK_KEYS
-    assert mount_sources(gateway).items() <= mount_sources(server).items()
-    assert flag_value(gateway["command"], "--gateway-token-file") == TOKEN_TARGET
-    assert "depends_on" not in gateway  # its servers run on other nodes
-    assert "deploy" not in gateway  # it needs no GPU
+    names = ("sglang-fair-gateway", "sglang-fair-gateway-2")
+    assert replica_problems(services, names) == []
+    for name in names:
+        gateway, argv = services[name], entrypoint(services[name]) + services[name]["command"]
+        assert server["profiles"] == gateway["profiles"] == ["fleet"]
+        assert flag_value(argv, "--feedback-keys") == FEEDBACK_KEYS
+        assert mount_sources(gateway).items() <= mount_sources(server).items()
+        assert flag_value(argv, "--gateway-token-file") == TOKEN_TARGET
+        assert "depends_on" not in gateway  # its servers run on other nodes
+        assert "deploy" not in gateway  # it needs no GPU

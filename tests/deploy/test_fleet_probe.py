@@ -58,7 +58,10 @@ class Handler(BaseHTTPRequestHandler):
         age = 9.0 if self.fault == "silent feedback" else 0.2
         feedback = {"heartbeats": 40, "evictions": 0, "workers": {"0": {"heartbeat_age_s": 0.1, "loops": 7},
                                                                   "1": {"heartbeat_age_s": age, "loops": 3}}}
-        self.answer(200, {"workers": workers, "servers_out": out, "feedback": feedback})
+        run = {"name": "gateway-2", "hears_me": self.fault != "deaf peer", "same_workers": True}
+        peers = {"runs": {"r1": run}}
+        self.answer(200, {"workers": workers, "servers_out": out, "feedback": feedback, "peers": peers,
+                          "observed_from_peers": 3})
 
 
 @pytest.fixture
@@ -125,3 +128,12 @@ def test_the_headers_steps_are_the_steps_run() -> None:
     header = script.split("\nset -euo pipefail")[0]
     listed = re.findall(r"^#   ([\w-]+) ", header, re.M)
     assert run_steps == listed and "fleet-up" in run_steps, (run_steps, listed)
+
+
+def test_peers_needs_a_peer_heard_both_ways_and_its_dispatches_recorded(fleet: Any) -> None:
+    code, lines = run(fleet()[0], "peers", "--count", "3")
+    assert code == 0 and "hears gateway-2" in lines[-1] and "3 of the peers' dispatches" in lines[-1], lines
+    code, lines = run(fleet()[0], "peers", "--count", "4")
+    assert code == 1 and "fewer than 4" in lines[-1], lines
+    code, lines = run(fleet("deaf peer")[0], "peers", "--count", "0")
+    assert code == 1 and lines[-1].startswith("FAILED /gateway/state: a peer replica heard both ways"), lines
