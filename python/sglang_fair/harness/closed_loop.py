@@ -8,12 +8,13 @@ their true latency), so a starved client cannot look fast by never finishing.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,12 +80,16 @@ def generate(url: str, headers: dict[str, str], text: str, max_tokens: int, time
     return out
 
 
-def run_load(url: str, specs: list[ClientSpec], duration: float) -> tuple[dict[str, ClientResult], float]:
-    """Run all clients for ``duration`` seconds; return results and the window's end time."""
+def run_load(url: str | Sequence[str], specs: list[ClientSpec],
+             duration: float) -> tuple[dict[str, ClientResult], float]:
+    """Run all clients for ``duration`` seconds against ``url`` (several: one request to each in turn,
+    as a round-robin load balancer); return results and the window's end time."""
+    urls = [url] if isinstance(url, str) else list(url)
     results = {s.name: ClientResult(s.name) for s in specs}
     lock = threading.Lock()
     end = time.monotonic() + duration
     counters = {s.name: 0 for s in specs}
+    turn = itertools.count()
 
     def worker(spec: ClientSpec) -> None:
         while time.monotonic() < end:
@@ -93,8 +98,9 @@ def run_load(url: str, specs: list[ClientSpec], duration: float) -> tuple[dict[s
                 counters[spec.name] += 1
                 outcome = Outcome(sent=time.monotonic())
                 results[spec.name].outcomes.append(outcome)
+                target = urls[next(turn) % len(urls)]
             headers = dict(spec.headers or (("X-Client-Id", spec.name),))
-            got = generate(url, headers, spec.prompt(i), spec.max_tokens, timeout=duration + 120)
+            got = generate(target, headers, spec.prompt(i), spec.max_tokens, timeout=duration + 120)
             if time.monotonic() <= end:
                 outcome.latency, outcome.status = got.latency, got.status
                 outcome.prompt_tokens, outcome.cached_tokens = got.prompt_tokens, got.cached_tokens
