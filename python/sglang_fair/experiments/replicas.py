@@ -139,7 +139,9 @@ def plot(runs: list[Row], path: Path) -> None:
                 if vals:
                     m = _mean(vals)
                     ax.bar(x, m, color=colors[e["name"]], width=0.8,
-                           yerr=[[m - min(vals)], [max(vals) - m]], capsize=2)
+                           yerr=[[max(0.0, m - min(vals))], [max(0.0, max(vals) - m)]], capsize=2)
+            if not any(e[key] for e in mine):
+                ax.text(0.5, 0.5, "no weighted pair", ha="center", transform=ax.transAxes, fontsize=8)
             ax.set_xticks(xs, [f"D={e['dp']}" if i == 0 or e["dp"] != mine[i - 1]["dp"] else ""
                                for i, e in enumerate(mine)], fontsize=7)
             ax.set_title(f"{cell}: {title}", fontsize=8)
