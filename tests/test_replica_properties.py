@@ -221,3 +221,28 @@ def test_after_flush_the_replicas_agree(policy: str, lag: int) -> None:
             for client, counters in mine.items():
                 gaps = [a - b for a, b in zip(counters, theirs[client], strict=True)]
                 assert max(gaps) - min(gaps) < EPS, (seed, client, gaps)
+
+
+def test_after_flush_per_server_replicas_differ_by_one_constant_per_client_and_server() -> None:
+    """per_server keeps a credit per server (its own refills), so after flush the replicas' counters
+    differ by one constant per client on each server's workers."""
+    rng = random.Random(0)
+    config = RouterConfig(policy="per_server", num_workers=4, server_workers=2, quantum=50)
+    replicas = Replicas(config, 3, lag=8)
+    inflight: list[tuple[int, str]] = []
+    for rid in range(200):
+        client = f"c{rng.randint(0, 2)}"
+        worker = replicas.route(Q(rid, client, [10**9 + rid * 100 + i for i in range(rng.randint(1, 40))]))
+        inflight.append((worker, client))
+        if rng.random() < 0.5:
+            replicas.on_finish(*inflight.pop(rng.randrange(len(inflight))), rng.randint(0, 16))
+    assert replicas.pending
+    replicas.flush()
+    first, views = replicas.replicas[0], [r.counter_view() for r in replicas.replicas]
+    for other, view in zip(replicas.replicas[1:], views[1:], strict=True):
+        assert other.queue == first.queue == replicas.queue
+        for client, counters in views[0].items():
+            gaps = [a - b for a, b in zip(counters, view[client], strict=True)]
+            assert all(abs(gaps[w] - gaps[w - w % 2]) < EPS for w in range(4)), (client, gaps)
+    assert any(len({round(a - b, 6) for a, b in zip(views[0][c], v[c], strict=True)}) > 1
+               for v in views[1:] for c in views[0]), "every gap is one constant: the check shows nothing"
