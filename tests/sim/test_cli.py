@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from sglang_fair.cli import main
+from sglang_fair.cli import build_parser, main
+from sglang_fair.sim.cli import spec_from_flags
 
 SMALL = ["sim", "--workload", "tot", "--scenario", "s2", "--clients", "3", "--depth", "2", "--rate", "0.3",
          "--duration", "5", "--dp", "2", "--synthetic-data", "--no-progress"]
@@ -52,6 +53,8 @@ def test_plot_dir_writes_one_png_per_run(tmp_path: Path) -> None:
     (["--fair-quantum", "-1"], "quantum (Q^u) must be >= 0"),
     (["--router-quantum", "0"], "quantum (Q^w) must be > 0"),
     (["--duration", "-1"], "duration must be > 0"),
+    (["--router-replicas", "0"], "router_replicas must be >= 1"),
+    (["--replica-lag", "-1"], "replica_lag must be >= 0"),
 ])
 def test_bad_input_is_a_clear_error(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
@@ -64,3 +67,12 @@ def test_bad_flag_value_exits_non_zero() -> None:
     with pytest.raises(SystemExit) as exc:
         main(["sim", "--dp", "two"])
     assert exc.value.code == 2
+
+
+def test_replica_flags_reach_the_cluster_config() -> None:
+    args = build_parser().parse_args([*SMALL, "--router-replicas", "3", "--no-replica-sharing",
+                                      "--replica-lag", "4"])
+    cluster = spec_from_flags(args).cluster
+    assert (cluster.router_replicas, cluster.replica_sharing, cluster.replica_lag) == (3, False, 4)
+    default = spec_from_flags(build_parser().parse_args(SMALL)).cluster
+    assert (default.router_replicas, default.replica_sharing, default.replica_lag) == (1, True, 0)

@@ -10,6 +10,7 @@ from sglang_fair.admission import AdmissionConfig
 from sglang_fair.core.cost import CostModel
 from sglang_fair.metrics import RunResult, summarize
 from sglang_fair.routing import RouterConfig
+from sglang_fair.routing.replicas import Replicas
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.simulator import Simulator
 from sglang_fair.sim.spec import RunSpec
@@ -110,6 +111,23 @@ def test_feedback_delay_does_not_extend_the_run() -> None:
     slow = Simulator(spec, programs).run()
     _check_conservation(programs, slow)
     assert slow.end_time < fast.end_time * 2
+
+
+def test_router_replicas_finish_the_run_and_sharing_tells_each_of_every_dispatch() -> None:
+    programs = _tot()
+    known = {}
+    for share in (True, False):
+        spec = _spec("fair_cache_aware", "dlpm", 2,
+                     cluster={"router_replicas": 2, "replica_sharing": share, "replica_lag": 2})
+        sim = Simulator(spec, programs)
+        res = sim.run()
+        _check_conservation(programs, res)
+        assert isinstance(sim.router, Replicas)
+        sim.router.flush()
+        known[share] = [sum(r.routed_tokens) for r in sim.router.replicas]
+        total = sum(r.input_len for r in res.requests)
+    assert known[True] == [total, total]
+    assert min(known[False]) > 0 and sum(known[False]) == total
 
 
 def test_without_eviction_feedback_the_router_tree_keeps_what_workers_evicted() -> None:

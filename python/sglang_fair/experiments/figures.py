@@ -8,9 +8,10 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
-from sglang_fair.experiments import fleet
+from sglang_fair.experiments import fleet, replicas
 from sglang_fair.experiments.protocol import LOADS, Point
 from sglang_fair.experiments.runner import floats, ints, names
+from sglang_fair.experiments.scenarios import CLOSED_LOOP
 from sglang_fair.workloads import DEFAULT_RATE_PER_WORKER
 
 A10 = "a10-llama3b"
@@ -49,6 +50,12 @@ OPTIONS: tuple[tuple[str, str, Callable[[str], list[Any]], str], ...] = (  # fla
     ("fleet_dps", "8,16", ints, "fleet's worker counts"),
     ("fleet_server_dps", "2,8", ints, "fleet's server sizes (GPUs per server) of the per-server baseline"),
     ("fleet_loads", "above", names, "fleet's named loads"),
+    ("replicas_workloads", "judge,weighted", names, "replicas' workloads (router replicas sharing or not)"),
+    ("replicas_scenarios", "s1", names, "replicas' scenarios (of the paper workloads)"),
+    ("replicas_dps", "8,16", ints, "replicas' worker counts"),
+    ("replicas_counts", "2,4", ints, "replicas' numbers of router replicas (besides one router)"),
+    ("replicas_lag", "32", ints, "replicas' lag of the sharing replicas besides 0 (notices; one value)"),
+    ("replicas_loads", "above", names, "replicas' named loads (of the paper workloads)"),
 )
 
 Figure = Callable[[argparse.Namespace], list[Point]]
@@ -98,6 +105,8 @@ FIGURES: dict[str, Figure] = {  # every figure's points, in the order they run (
                               for qw in _d2lpm_quanta(r, [0.0, *a.locality_qws])],
     "fleet": lambda a: fleet.points(a.fleet_workloads, a.fleet_scenarios, a.fleet_dps, a.fleet_server_dps,
                                     a.fleet_loads),
+    "replicas": lambda a: replicas.points(a.replicas_workloads, a.replicas_scenarios, a.replicas_dps,
+                                          a.replicas_counts, a.replicas_lag[0], a.replicas_loads),
 }
 
 
@@ -115,7 +124,7 @@ def parse_options(parser: argparse.ArgumentParser, a: argparse.Namespace) -> Non
         setattr(a, name, parse(getattr(a, name)))
     if unknown := set(a.only) - set(FIGURES):
         parser.error(f"unknown figure(s) {sorted(unknown)}; choose from {list(FIGURES)}")
-    if unknown := set(a.fig_loads + a.locality_loads + a.fleet_loads) - set(LOADS):
+    if unknown := set(a.fig_loads + a.locality_loads + a.fleet_loads + a.replicas_loads) - set(LOADS):
         parser.error(f"unknown load(s) {sorted(unknown)}; choose from {list(LOADS)}")
 
 
@@ -126,6 +135,8 @@ def experiments(a: argparse.Namespace) -> dict[str, list[Point]]:
 
 def start_rate(point: Point) -> float:
     """Where the capacity search of ``point.combo()`` starts (total programs/s; arena: time scale)."""
+    if point.workload in CLOSED_LOOP:
+        return 1.0  # not searched: a closed-loop workload has no rate
     if point.workload == "arena":
         return 5.0  # time scale: 12.5 conversations/s
     per_worker = DEFAULT_RATE_PER_WORKER[point.workload] * (0.1 if point.preset in (A10, A10_8B) else 0.2)

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.experiments import fleet
+from sglang_fair.experiments import fleet, replicas
 from sglang_fair.experiments.protocol import LOADS, UNSET, aggregate
 from sglang_fair.routing import RouterConfig
 
@@ -158,7 +158,9 @@ COLS = {"fig1": ["load", "scheduler", "q_u", "rate"], "fig1mem": ["load", "sched
         "fig11": ["load", "clients", "scheduler", "rate"], "fig12": ["load", "scheduler", "rate"],
         "loads": ["workload", "scenario", "dp", "load", "scheduler", "rate"],
         "qw_locality": ["workload", "scenario", "dp", "load", "scheduler", "q_w", "rate"],
-        "fleet": ["workload", "scenario", "load", "dp", "server_dp", "balancer", "scheduler", "rate"]}
+        "fleet": ["workload", "scenario", "load", "dp", "server_dp", "balancer", "scheduler", "rate"],
+        "replicas": ["workload", "scenario", "load", "dp", "policy", "replicas", "replica_share",
+                     "replica_lag"]}
 TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1",
           "fig1mem": "Fig. 1 under memory pressure: one A10 + 8B (15,716-token pool), ToT S1",
           "fig7": "Fig. 7: A100 + 8B, above capacity",
@@ -169,12 +171,16 @@ TITLES = {"fig1": "Fig. 1: one A10 + 3B, ToT S1",
           "fig12": "Fig. 12: mix on one A10 (c0, c1 multi-turn; c2 ToT; c3 judge)",
           "loads": "Named loads: 0.7x / 1.0x / 1.2x capacity (a row per workload, scenario and D)",
           "qw_locality": "Q^w at paper scale: D²LPM and D²LPM-guarded against the other routers",
-          "fleet": "Several servers: the gateway against a load balancer over per-server routers, A100 + 8B"}
+          "fleet": "Several servers: the gateway against a load balancer over per-server routers, A100 + 8B",
+          "replicas": "Router replicas: active-active routers that share what they know, or not, A100 + 8B"}
+
+
+OWN_TABLES = {"fleet": fleet.table, "replicas": replicas.table}  # figures whose table reads the runs
 
 
 def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path: Path) -> None:
-    if name == "fleet":
-        fleet.plot(runs, path)
+    if name in ("fleet", "replicas"):
+        (fleet.plot if name == "fleet" else replicas.plot)(runs, path)
         return
     plt = _plt()
     if name in ("fig8", "fig9", "fig12"):
@@ -242,6 +248,8 @@ def capacity_table(caps: dict[str, Any]) -> str:
     rows = ["| workload / scenario / D / preset / branches | capacity | bracket (stable-unstable) | "
             "trials (rate: growth) | CPU s |", "|---|---|---|---|---|"]
     for combo, c in caps.items():
+        if c["stable"] is None:  # a closed-loop workload's: nothing was searched
+            continue
         trials = ", ".join(f"{r:.4g}: {g:+.2f}" for r, g in c["trials"])
         bracket = f"{c['stable']:.4g}-{c['unstable']:.4g}"
         rows.append(f"| {combo} | **{c['capacity']:.4g}** | {bracket} | {trials} | {c['cpu_s']:g} |")
@@ -292,7 +300,7 @@ def render(results: dict[str, Any], out: Path) -> None:
         missing = len(keys) - len(pts)
         parts.append(f"### {TITLES[name]}\n\n" + "\n".join(images) + "\n\n"
                      + (f"({missing} of {len(keys)} points not run.)\n\n" if missing else "")
-                     + (fleet.table(runs) if name == "fleet" else
+                     + (OWN_TABLES[name](runs) if name in OWN_TABLES else
                         table(pts, COLS[name], METRICS + (QUEUE_METRICS if name == "fig1mem" else [])))
                      + "\n")
     write_generated(out / "results_tables.md", "\n".join(parts), "# Results: every figure's table")

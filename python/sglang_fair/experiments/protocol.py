@@ -20,6 +20,7 @@ from sglang_fair.admission import ADMISSION_POLICIES, AdmissionConfig
 from sglang_fair.core.cost import CostModel
 from sglang_fair.experiments.capacity import CapacitySearch, backlog_growth, find_capacity
 from sglang_fair.experiments.queueing import mean_decode_batch, mean_wait
+from sglang_fair.experiments.scenarios import CLOSED_LOOP
 from sglang_fair.metrics import MetricsConfig, summarize_windows
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
@@ -38,7 +39,8 @@ SCHEDULERS = {  # router: (name, its usual workers)
     "fair_cache_aware": ("Fair cache-aware", "dlpm_light")}
 RR_NAMES = {"lpm": "RR+LPM", "dlpm_light": "RR + dlpm_light"}  # else the admission policy's name
 BALANCERS = {"round_robin": "RR LB", "client_hash": "client-hash LB"}  # per_server's, as named in tables
-UNSET = {"server_dp": 0, "balancer": "", "eviction_feed": True}  # Point fields not in keys at these values
+UNSET = {"server_dp": 0, "balancer": "", "eviction_feed": True,  # Point fields not in keys at these values
+         "replicas": 1, "replica_share": True, "replica_lag": 0}
 REFERENCE = ("round_robin", "lpm")  # the scheduler whose capacity names the loads (SGLang's default)
 SERIES_BIN_S = 20.0
 
@@ -77,6 +79,9 @@ class Point:
     server_dp: int = 0  # per_server: workers per server (0: one router over all D)
     balancer: str = ""  # per_server: the load balancer over the servers (round_robin, client_hash)
     eviction_feed: bool = True  # the router hears of evictions (a gateway: with --feedback-port)
+    replicas: int = 1  # router replicas behind a round-robin balancer (routing/replicas.py)
+    replica_share: bool = True  # the replicas tell each other of their dispatches and finishes
+    replica_lag: int = 0  # ... after this many later ones
 
     def combo(self) -> str:
         """The capacity this point's rate is relative to (measured with 4 clients, as a total rate)."""
@@ -92,6 +97,9 @@ class Point:
         """The pair's name in tables and plots; a router with other than its usual workers says which."""
         if not self.eviction_feed:
             return replace(self, eviction_feed=True).scheduler + ", no eviction feed"
+        if self.replicas > 1:
+            sharing = f"sharing, lag {self.replica_lag}" if self.replica_share else "not sharing"
+            return replace(self, replicas=1).scheduler + f", {self.replicas} replicas {sharing}"
         if self.router == "round_robin":
             name = RR_NAMES.get(self.policy, self.policy.upper())
             return "LPM" if name == "RR+LPM" and self.dp == 1 else name
@@ -111,25 +119,34 @@ def _workload(point: Point, total_rate: float, duration: float, seed: int) -> Wo
 
 
 def simulate(point: Point, total_rate: float, duration: float, seed: int) -> Any:
-    """One run stopped at ``duration`` (arrivals go on until then); returns the RunResult."""
+    """One run stopped at ``duration`` (arrivals go on until then; a closed-loop workload's rate is
+    its programs'); returns the RunResult."""
     router = point.router if point.dp > 1 else "round_robin"
-    spec = RunSpec(workload=_workload(point, total_rate, duration, seed),
+    closed = CLOSED_LOOP.get(point.workload)
+    spec = RunSpec(workload=None if closed else _workload(point, total_rate, duration, seed),
                    cluster=ClusterSimConfig(dp=point.dp, max_time=duration,
-                                            eviction_feedback=point.eviction_feed),
-                   engine=EngineConfig(preset=point.preset),
+                                            eviction_feedback=point.eviction_feed,
+                                            router_replicas=point.replicas,
+                                            replica_sharing=point.replica_share,
+                                            replica_lag=point.replica_lag),
+                   engine=closed.engine if closed else EngineConfig(preset=point.preset),
                    admission=AdmissionConfig(policy=point.policy, quantum=point.q_u),
                    routing=RouterConfig(policy=router, quantum=point.q_w or RouterConfig.quantum,
                                         server_workers=point.server_dp,
-                                        server_balancer=point.balancer or RouterConfig.server_balancer))
-    return Simulator(spec).run()
+                                        server_balancer=point.balancer or RouterConfig.server_balancer),
+                   cost=closed.cost if closed else CostModel())
+    return Simulator(spec, closed.programs(point.dp, duration, seed) if closed else None).run()
 
 
 def measure_capacity(point: Point, proto: Protocol, start: float,
                      search: CapacitySearch | None = None) -> dict[str, Any]:
     """The capacity (total programs/s; arena: time scale) of ``point.combo()`` under RR+LPM: the
     backlog growth at a rate is the mean over seeds 0..capacity_seeds-1 (one seed scatters by ~0.1)."""
+    if point.workload in CLOSED_LOOP:  # its clients keep their programs in flight: no rate to find
+        return {"combo": point.combo(), "capacity": 1.0, "stable": None, "unstable": None, "trials": [],
+                "cpu_s": 0.0}
     ref = replace(point, router=REFERENCE[0], policy=REFERENCE[1], q_u=0.0, q_w=0.0, clients=4,
-                  server_dp=0, balancer="", eviction_feed=True)
+                  server_dp=0, balancer="", eviction_feed=True, replicas=1)
 
     def growth(rate: float) -> float:
         gs = []

@@ -6,21 +6,27 @@ unique request at a time (latency per request); 24 running requests at most; the
 working set (the CPU engine scenario of docs/serving.md, scaled). ``flood-mem``: the same with a
 12,000-token KV pool, so the prefix competes with the rest for memory. ``qa-s1``, ``tot-s1``,
 ``judge-s1``: the papers' workloads, misbehaving client c0 ([1] Table 3), with a KV pool small
-enough that switching clients costs prefix recomputation.
+enough that switching clients costs prefix recomputation. ``weighted`` (a closed-loop workload of
+the protocol, :data:`CLOSED_LOOP`): two heavy clients of weights 4 (c0) and 1 (c1) keep 16 chains a
+worker in flight each, every call over the client's 1,024-token prefix, and a light client c2 sends one
+short request a second (its latency: the well-behaved P99); dynamo#15187's test of weights across routers.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_fair.admission import AdmissionConfig
 from sglang_fair.batching import BatchingConfig
+from sglang_fair.core.cost import CostModel
 from sglang_fair.metrics import RunResult, percentile, summarize
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import WorkloadConfig, make_workload
-from sglang_fair.workloads.program import Call, Program
+from sglang_fair.workloads.program import Call, OutputOf, Program
 from sglang_fair.workloads.tokens import random_tokens, seeded_rng
 
 PAPER = {"qa-s1": ("qa", 30_000), "tot-s1": ("tot", 6_000), "judge-s1": ("judge", 8_000)}
@@ -46,6 +52,41 @@ def flood_programs(duration: float, seed: int = 0) -> list[Program]:
     raw.sort(key=lambda x: x[1])
     return [Program(pid, c, t, calls, seed, bad, "e2e", "flood")
             for pid, (c, t, calls, bad) in enumerate(raw)]
+
+
+def weighted_programs(dp: int, duration: float, seed: int = 0) -> list[Program]:
+    """Heavy c0 and c1 (16 chains a worker each, a call every time the last ends), light c2 (one
+    single-call program a second); each heavy call is the client's prefix and the last call's output."""
+    rng = seeded_rng("weighted", seed)
+    chain_len = int(duration) + 8
+    raw: list[tuple[str, float, tuple[Call, ...], bool]] = []
+    for client in ("c0", "c1"):
+        prefix = random_tokens(rng, 64)
+        for _ in range(16 * dp):
+            first = Call((prefix, random_tokens(rng, 256)), 256)
+            raw.append((client, 0.0, (first, *(Call((prefix, OutputOf(i - 1)), 256, (i - 1,))
+                                               for i in range(1, chain_len))), True))
+    for t in range(int(duration)):
+        raw.append(("c2", t + rng.random(), (Call((random_tokens(rng, 192),), 32),), False))
+    raw.sort(key=lambda x: x[1])
+    return [Program(pid, c, t, calls, seed, bad) for pid, (c, t, calls, bad) in enumerate(raw)]
+
+
+@dataclass(frozen=True)
+class ClosedLoop:
+    """A workload whose clients keep their work in flight (no arrival rate to set): its programs for
+    ``dp`` workers, the engine it runs on, the cost model (the clients' weights)."""
+
+    build: Callable[[int, float, int], list[Program]]
+    engine: EngineConfig
+    cost: CostModel = field(default_factory=CostModel)
+
+    def programs(self, dp: int, duration: float, seed: int) -> list[Program]:
+        return self.build(dp, duration, seed)
+
+
+CLOSED_LOOP = {"weighted": ClosedLoop(weighted_programs, EngineConfig(kv_tokens=24_000, max_running=8),
+                                      CostModel(client_weights={"c0": 4.0, "c1": 1.0, "c2": 1.0}))}
 
 
 def paper_workload(name: str, duration: float, **kw: Any) -> WorkloadConfig:

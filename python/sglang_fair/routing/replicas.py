@@ -13,9 +13,10 @@ that do not share.
 
 What sharing keeps (``docs/replicas.md``): a replica charges a worker only where its view of the
 client's counter is positive, and a refill adds the same to every worker, so the spread of a client's
-true charges over the workers stays below Q_c + C + Δ, Δ the client's charges made by other replicas
-and not yet seen (at most ``lag`` requests' worth); a replica's view of a queue is short by at most
-the ``lag`` dispatches it has not seen.
+true charges over the workers stays below Q_c + C + Δ (+ the finish charges at a worker since the
+client's last dispatch there, as with one router), Δ the client's charges made by other replicas and
+not yet seen (at most ``lag`` notices' worth: a finish is delivered as a dispatch is); a replica's view
+of a queue is off by at most the ``lag`` notices it has not seen (``tests/test_replica_properties.py``).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Replicas(RoutingPolicy):
         k = origins.popleft() if origins else 0
         self.replicas[k].on_finish(worker, client, output_tokens)
         self._tell(k, lambda peer: peer.on_finish(worker, client, output_tokens))
+        self._deliver(self.lag)
 
     def _tell(self, origin: int, apply: Callable[[RoutingPolicy], None]) -> None:
         if self.share and len(self.replicas) > 1:

@@ -85,9 +85,18 @@ class ClusterSimConfig:
     max_time: float = field(
         default=0.0, metadata={"help": "stop at this simulated time; 0 = 20x --duration"})
     window: float = field(default=1.0, metadata={"help": "metrics window (seconds)"})
+    router_replicas: int = field(default=1, metadata={
+        "help": "router replicas (active-active gateways) behind a round-robin load balancer, each a "
+                "full routing policy (routing/replicas.py)"})
+    replica_sharing: bool = field(default=True, metadata={
+        "help": "replicas tell each other of their dispatches and finishes (off: each knows only its own)"})
+    replica_lag: int = field(default=0, metadata={
+        "help": "a replica's dispatch or finish reaches the others after this many later ones"})
 
     def __post_init__(self) -> None:
         require(self.dp >= 1, f"dp must be >= 1, got {self.dp}")
+        require(self.router_replicas >= 1, f"router_replicas must be >= 1, got {self.router_replicas}")
+        require(self.replica_lag >= 0, f"replica_lag must be >= 0, got {self.replica_lag}")
         require(self.feedback_delay >= 0, f"feedback_delay must be >= 0, got {self.feedback_delay}")
         require(self.max_time >= 0, f"max_time must be >= 0, got {self.max_time}")
         require(self.window > 0, f"window must be > 0, got {self.window}")

@@ -28,6 +28,7 @@ from sglang_fair.core.global_tree import token_view
 from sglang_fair.core.radix_cache import Evicted
 from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
 from sglang_fair.routing import make_routing_policy
+from sglang_fair.routing.replicas import Replicas
 from sglang_fair.sim.batch import StepOutcome
 from sglang_fair.sim.config import resolve_engine
 from sglang_fair.sim.fit import load_model
@@ -80,7 +81,9 @@ class Simulator:
         self.model = model or step_model
         kv = engine.kv_tokens or kv
         engine = resolve_engine(engine, kv)
-        self.router = make_routing_policy(spec.routing)
+        self.router = (Replicas(spec.routing, self.cfg.router_replicas, self.cfg.replica_sharing,
+                                self.cfg.replica_lag)
+                       if self.cfg.router_replicas > 1 else make_routing_policy(spec.routing))
         batching = resolve_batching(spec.batching, self.model)
         slos = batching.slo_table()
         self.workers = [
