@@ -3,12 +3,12 @@
     python scripts/compare_replicas.py --model DIR [--window 40] [--modes one,shared,apart]
         [--json results/compare_replicas.json]
 
-Two ``sglang-fair serve`` instances (one worker each, one OpenMP thread each, ``dlpm_light``, client
-weights ``heavy-a=4,heavy-b=1``, trusting the gateways' token). Per mode, fresh gateways
+Two ``sglang-fair serve`` instances (one worker each, one OpenMP thread each, ``dlpm_light`` with
+Q^u 2048, client weights ``heavy-a=4,heavy-b=1``, trusting the gateways' token). Per mode, fresh gateways
 (``fair_cache_aware``, the same weights): ``one`` a single gateway; ``shared`` two linked by their
 peer ports; ``apart`` two without. The load goes to the gateways in turn, request by request (a
-round-robin load balancer). Two heavy clients of weights 4 and 1 keep 12 ``/generate`` requests each
-in flight over their own three 600-word shared prefixes, a light client sends one unique 120-word
+round-robin load balancer). Two heavy clients of weights 4 and 1 keep 24 ``/generate`` requests each
+in flight (12 a server, more than its 8 running slots: both backlogged on both) over their own three 600-word shared prefixes, a light client sends one unique 120-word
 prompt at a time. Both servers' prefix caches are flushed between modes. Per mode: prefix-cache hit
 rate (the servers' ``/fairness`` totals), each client's service (w_e x uncached prompt tokens + w_q x
 output tokens) per second, the heavy pair's weighted ratio (service of the weight-4 client over the
@@ -35,7 +35,8 @@ from sglang_fair.harness.server import free_port, get_json, running_server
 from sglang_fair.metrics.stats import jain_index, percentile
 
 WEIGHTS = "heavy-a=4,heavy-b=1"
-SERVER_ARGS = ("--max-running-requests", "8", "--max-total-tokens", "6000", "--client-weights", WEIGHTS)
+SERVER_ARGS = ("--max-running-requests", "8", "--max-total-tokens", "6000", "--client-weights", WEIGHTS,
+               "--fair-quantum", "2048")  # a 40 s window is ~30k of service a client: Q^u 65536 never binds
 TOKEN = "compare-replicas-token-0123456789abcdef"
 MODES = {"one": 1, "shared": 2, "apart": 2}
 
@@ -45,7 +46,7 @@ def specs() -> list[ClientSpec]:
         prefixes = [words(seed + p, 600) for p in range(3)]
         return lambda i: f"{prefixes[i % 3]} {words(seed + 50_000 + i, 10)}"
 
-    return [ClientSpec("heavy-a", 12, heavy(100), 16), ClientSpec("heavy-b", 12, heavy(200), 16),
+    return [ClientSpec("heavy-a", 24, heavy(100), 16), ClientSpec("heavy-b", 24, heavy(200), 16),
             ClientSpec("light", 1, lambda i: words(90_000 + i, 120), 16)]
 
 

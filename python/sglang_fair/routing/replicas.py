@@ -6,9 +6,8 @@ client: the worst case for a replica's view of one client). Each replica is a fu
 with its own tree, queue sizes and per-client counters. Every replica hears the servers' evictions,
 deaths and budgets. With ``share``, each replica's dispatches and finishes reach the others, in order,
 once ``lag`` later notices were made (the staleness: ``lag`` ≈ the rate of dispatches and
-finishes x the delay); a peer's
-dispatch is applied with :meth:`RoutingPolicy.observe` (the same charge, queue size and tree insert
-as the replica's own). Without it, a replica hears only of its own requests' finishes, as gateways
+finishes x the delay); a peer's dispatch is applied with :meth:`RoutingPolicy.observe` (the same
+charge, queue size and tree insert as the replica's own). Without it, a replica hears only of its own requests' finishes, as gateways
 that do not share.
 
 What sharing keeps (``docs/replicas.md``): a replica charges a worker only where its view of the
