@@ -8,12 +8,13 @@ Q^u 2048, client weights ``heavy-a=4,heavy-b=1``, trusting the gateways' token).
 (``fair_cache_aware``, the same weights): ``one`` a single gateway; ``shared`` two linked by their
 peer ports; ``apart`` two without. The load goes to the gateways in turn, request by request (a
 round-robin load balancer). Two heavy clients of weights 4 and 1 keep 24 ``/generate`` requests each
-in flight (12 a server, more than its 8 running slots: both backlogged on both) over their own three 600-word shared prefixes, a light client sends one unique 120-word
-prompt at a time. Both servers' prefix caches are flushed between modes. Per mode: prefix-cache hit
-rate (the servers' ``/fairness`` totals), each client's service (w_e x uncached prompt tokens + w_q x
-output tokens) per second, the heavy pair's weighted ratio (service of the weight-4 client over the
-weight-1 one; 4 is the weights'), Jain's index of service over weight, the light client's P50/P99
-latency, and the sharing traffic (bytes the gateways published). Needs SGLang
+in flight (12 a server, more than its 8 running slots: both backlogged on both) over their own three
+600-word shared prefixes, a light client sends one unique 120-word prompt at a time. Both servers'
+prefix caches are flushed between modes. Per mode: prefix-cache hit rate (the servers' ``/fairness``
+totals), each client's service (w_e x uncached prompt tokens + w_q x output tokens) per second, the
+heavy pair's weighted ratio (service of the weight-4 client over the weight-1 one; 4 is the weights'),
+Jain's index of service over weight, the light client's P50/P99 latency, and the sharing traffic
+(bytes the gateways published). Needs SGLang
 (scripts/install_sglang_cpu.sh) and the gateway extra.
 """
 

@@ -31,7 +31,7 @@ import zmq.asyncio
 
 from sglang_fair.core.errors import require
 from sglang_fair.gateway import peer_msgs as pm
-from sglang_fair.sglang_plugin.curve import CurveKeys
+from sglang_fair.sglang_plugin.curve import CurveKeys, serve_curve
 
 logger = logging.getLogger("sglang_fair.gateway")
 Released = tuple[int, str]  # (worker, client) of a request in flight that a dead run dispatched
@@ -172,8 +172,6 @@ class PeerLink:
 
     def __init__(self, config: PeerConfig, name: str, table: str, keys: CurveKeys | None,
                  peer_key: Callable[[str], bytes], run: str | None = None) -> None:
-        from sglang_fair.sglang_plugin.curve import serve_curve
-
         self.config, self.name, self.table, self.keys, self.peer_key = config, name, table, keys, peer_key
         self.run = run or new_run()
         self.seq = 0

@@ -7,8 +7,8 @@ with its own tree, queue sizes and per-client counters. Every replica hears the 
 deaths and budgets. With ``share``, each replica's dispatches and finishes reach the others, in order,
 once ``lag`` later notices were made (the staleness: ``lag`` ≈ the rate of dispatches and
 finishes x the delay); a peer's dispatch is applied with :meth:`RoutingPolicy.observe` (the same
-charge, queue size and tree insert as the replica's own). Without it, a replica hears only of its own requests' finishes, as gateways
-that do not share.
+charge, queue size and tree insert as the replica's own). Without it, a replica hears only of its own
+requests' finishes, as gateways that do not share.
 
 What sharing keeps (``docs/replicas.md``): a replica charges a worker only where its view of the
 client's counter is positive, and a refill adds the same to every worker, so the spread of a client's
