@@ -29,7 +29,7 @@ from typing import Any
 
 from sglang_fair.harness.dp_scenario import DPWorkload, run_dp_scenario
 from sglang_fair.harness.gateway import running_gateway
-from sglang_fair.harness.server import get_json, running_server
+from sglang_fair.harness.server import exit_on_sigterm, get_json, running_server
 from sglang_fair.routing import ROUTING_POLICIES
 
 SERVER_ARGS = ("--max-running-requests", "8", "--max-total-tokens", "4500")
@@ -99,6 +99,7 @@ def main() -> int:
                         help=f"gateway policies in order, of: {', '.join(ROUTING_POLICIES.names())}")
     parser.add_argument("--json", type=Path, help="write the rows here (e.g. results/compare_gateway.json)")
     args = parser.parse_args()
+    exit_on_sigterm()  # a killed run leaves no server behind
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     if unknown := sorted(set(policies) - set(ROUTING_POLICIES.names())):
         parser.error(f"unknown policy {unknown}; known: {', '.join(ROUTING_POLICIES.names())}")

@@ -32,7 +32,7 @@ from sglang_fair.core.cost import CostModel
 from sglang_fair.harness.closed_loop import ClientSpec, run_load
 from sglang_fair.harness.gateway import running_gateway
 from sglang_fair.harness.scenario import words
-from sglang_fair.harness.server import free_port, get_json, running_server
+from sglang_fair.harness.server import exit_on_sigterm, free_port, get_json, running_server
 from sglang_fair.metrics.stats import jain_index, percentile
 
 WEIGHTS = "heavy-a=4,heavy-b=1"
@@ -87,17 +87,20 @@ def run_mode(servers: list[str], mode: str, window: float, tmp: Path) -> dict[st
             "jain_weighted": round(jain_index([service[c] / weights[c] for c in service]), 3),
             "light_p50_s": round(percentile(light, 50, nearest_rank=True), 2),
             "light_p99_s": round(percentile(light, 99, nearest_rank=True), 2),
+            "routed": [sum(s["workers"][w]["routed"] for s in states) for w in range(len(servers))],
             "peer_bytes": sum((s.get("peers") or {}).get("sent_bytes", 0) for s in states),
             "observed_from_peers": [s.get("observed_from_peers", 0) for s in states]}
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
     print(f"{'mode':8} {'hit rate':>8} {'a/b (4)':>8} {'jain w':>7} {'light p50':>9} {'light p99':>9} "
-          f"{'done a/b/light':>15} {'peer KB':>8}")
+          f"{'done a/b/light':>15} {'routed':>10} {'peer KB':>8}")
     for r in rows:
         done = "/".join(str(r["done"][c]) for c in ("heavy-a", "heavy-b", "light"))
+        routed = "/".join(map(str, r["routed"]))
         print(f"{r['mode']:8} {r['hit_rate']:8.3f} {r['heavy_ratio']:8.2f} {r['jain_weighted']:7.3f} "
-              f"{r['light_p50_s']:9.2f} {r['light_p99_s']:9.2f} {done:>15} {r['peer_bytes'] / 1024:8.1f}")
+              f"{r['light_p50_s']:9.2f} {r['light_p99_s']:9.2f} {done:>15} {routed:>10} "
+              f"{r['peer_bytes'] / 1024:8.1f}")
 
 
 def main() -> int:
@@ -109,6 +112,7 @@ def main() -> int:
     parser.add_argument("--modes", default="one,shared,apart", help=f"of {', '.join(MODES)}, in order")
     parser.add_argument("--json", type=Path, help="write the rows here (e.g. results/compare_replicas.json)")
     args = parser.parse_args()
+    exit_on_sigterm()  # a killed run leaves no server behind
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if unknown := sorted(set(modes) - set(MODES)):
         parser.error(f"unknown mode {unknown}; known: {', '.join(MODES)}")

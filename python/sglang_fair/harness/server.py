@@ -72,6 +72,15 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float, log: Pat
     raise TimeoutError(f"server not ready after {timeout:.0f} s")
 
 
+def exit_on_sigterm() -> None:
+    """Make SIGTERM to this process raise ``SystemExit``, so the ``running_server`` contexts it holds
+    stop their servers (each in its own process group, which the signal does not reach)."""
+    def leave(signum: int, frame: object) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, leave)
+
+
 def stop(proc: subprocess.Popen[bytes]) -> None:
     """Terminate the server's process group (SIGTERM, then SIGKILL after 15 s)."""
     if proc.poll() is not None:
