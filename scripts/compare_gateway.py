@@ -23,6 +23,7 @@ import json
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -89,37 +90,56 @@ def print_table(rows: list[dict[str, Any]]) -> None:
               f"{r['light_p99_s']:9.2f}  {servers}")
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+def comparison_parser(doc: str, unit: str) -> argparse.ArgumentParser:
+    """The flags every two-server CPU comparison takes: ``--model``, ``--window`` (seconds of load per
+    ``unit``), ``--json``; its help is the script's docstring."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[2:]))
+                                     epilog="\n".join(doc.splitlines()[2:]))
     parser.add_argument("--model", type=Path, required=True, help="model dir (scripts/make_tiny_model.py)")
-    parser.add_argument("--window", type=float, default=40.0, help="seconds of load per policy")
-    parser.add_argument("--policies", default="fair_cache_aware,round_robin",
-                        help=f"gateway policies in order, of: {', '.join(ROUTING_POLICIES.names())}")
-    parser.add_argument("--json", type=Path, help="write the rows here (e.g. results/compare_gateway.json)")
-    args = parser.parse_args()
-    exit_on_sigterm()  # a killed run leaves no server behind
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    if unknown := sorted(set(policies) - set(ROUTING_POLICIES.names())):
-        parser.error(f"unknown policy {unknown}; known: {', '.join(ROUTING_POLICIES.names())}")
+    parser.add_argument("--window", type=float, default=40.0, help=f"seconds of load per {unit}")
+    parser.add_argument("--json", type=Path, help="write the rows here (e.g. results/NAME.json)")
+    return parser
+
+
+RunOne = Callable[[list[str], str, float, Path], dict[str, Any]]
+
+
+def compare_on_two_servers(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                           server_args: tuple[str, ...], labels: list[str], run_one: RunOne,
+                           print_table: Callable[[list[dict[str, Any]]], None]) -> int:
+    """Two CPU servers (``server_args``, trusting a gateway token in the run's temporary directory), then
+    ``run_one(servers, label, window, tmp)`` for each label in order, each row printed as JSON as it
+    comes; the table, and the rows to ``--json``. A SIGTERM stops the servers."""
     if args.window <= 0:
         parser.error("--window must be > 0")
+    exit_on_sigterm()  # a killed run leaves no server behind
     rows = []
-    with tempfile.TemporaryDirectory(prefix="compare-gateway-") as name, ExitStack() as stack:
+    with tempfile.TemporaryDirectory(prefix="compare-") as name, ExitStack() as stack:
         tmp = Path(name)
         (tmp / "token").write_text(TOKEN + "\n")
         trust = ("--gateway-token-file", str(tmp / "token"))
-        servers = [stack.enter_context(running_server(args.model, (*SERVER_ARGS, *trust), tmp / f"s{i}.log"))
+        servers = [stack.enter_context(running_server(args.model, (*server_args, *trust), tmp / f"s{i}.log"))
                    for i in range(2)]
-        for policy in policies:
-            rows.append(run_policy(servers, policy, args.window, tmp))
+        for label in labels:
+            rows.append(run_one(servers, label, args.window, tmp))
             print(json.dumps(rows[-1]), flush=True)
     print_table(rows)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
+
+
+def main() -> int:
+    parser = comparison_parser(__doc__, "policy")
+    parser.add_argument("--policies", default="fair_cache_aware,round_robin",
+                        help=f"gateway policies in order, of: {', '.join(ROUTING_POLICIES.names())}")
+    args = parser.parse_args()
+    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+    if unknown := sorted(set(policies) - set(ROUTING_POLICIES.names())):
+        parser.error(f"unknown policy {unknown}; known: {', '.join(ROUTING_POLICIES.names())}")
+    return compare_on_two_servers(parser, args, SERVER_ARGS, policies, run_policy, print_table)
 
 
 if __name__ == "__main__":

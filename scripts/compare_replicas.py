@@ -20,25 +20,21 @@ Jain's index of service over weight, the light client's P50/P99 latency, and the
 
 from __future__ import annotations
 
-import argparse
-import json
-import tempfile
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from compare_gateway import cache_totals, drain_and_flush
+from compare_gateway import cache_totals, compare_on_two_servers, comparison_parser, drain_and_flush
 from sglang_fair.core.cost import CostModel
 from sglang_fair.harness.closed_loop import ClientSpec, run_load
 from sglang_fair.harness.gateway import running_gateway
 from sglang_fair.harness.scenario import words
-from sglang_fair.harness.server import exit_on_sigterm, free_port, get_json, running_server
+from sglang_fair.harness.server import free_port, get_json
 from sglang_fair.metrics.stats import jain_index, percentile
 
 WEIGHTS = "heavy-a=4,heavy-b=1"
 SERVER_ARGS = ("--max-running-requests", "8", "--max-total-tokens", "6000", "--client-weights", WEIGHTS,
                "--fair-quantum", "2048")  # a 40 s window is ~30k of service a client: Q^u 65536 never binds
-TOKEN = "compare-replicas-token-0123456789abcdef"
 MODES = {"one": 1, "shared": 2, "apart": 2}
 
 
@@ -104,35 +100,13 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter,
-                                     epilog="\n".join(__doc__.splitlines()[2:]))
-    parser.add_argument("--model", type=Path, required=True, help="model dir (scripts/make_tiny_model.py)")
-    parser.add_argument("--window", type=float, default=40.0, help="seconds of load per mode")
+    parser = comparison_parser(__doc__, "mode")
     parser.add_argument("--modes", default="one,shared,apart", help=f"of {', '.join(MODES)}, in order")
-    parser.add_argument("--json", type=Path, help="write the rows here (e.g. results/compare_replicas.json)")
     args = parser.parse_args()
-    exit_on_sigterm()  # a killed run leaves no server behind
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if unknown := sorted(set(modes) - set(MODES)):
         parser.error(f"unknown mode {unknown}; known: {', '.join(MODES)}")
-    if args.window <= 0:
-        parser.error("--window must be > 0")
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="compare-replicas-") as name, ExitStack() as stack:
-        tmp = Path(name)
-        (tmp / "token").write_text(TOKEN + "\n")
-        trust = ("--gateway-token-file", str(tmp / "token"))
-        servers = [stack.enter_context(running_server(args.model, (*SERVER_ARGS, *trust), tmp / f"s{i}.log"))
-                   for i in range(2)]
-        for mode in modes:
-            rows.append(run_mode(servers, mode, args.window, tmp))
-            print(json.dumps(rows[-1]), flush=True)
-    print_table(rows)
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(rows, indent=1) + "\n")
-    return 0
+    return compare_on_two_servers(parser, args, SERVER_ARGS, modes, run_mode, print_table)
 
 
 if __name__ == "__main__":
