@@ -71,7 +71,7 @@ def rank(row: Row) -> tuple[int, int, int]:
 DEFAULT = label({"router": GLOBAL[0]})
 
 
-def _mean(xs: list[float]) -> float:
+def mean(xs: list[float]) -> float:
     return sum(xs) / len(xs)
 
 
@@ -99,25 +99,26 @@ def summarize(runs: list[Row]) -> list[Row]:
     for (wl, sc, ld, dp, name), rs in groups.items():
         same_d = groups.get((wl, sc, ld, dp, DEFAULT))
         per_gpu = [r["throughput"] / dp for r in rs]
-        wb = _mean([_service(r, True) for r in rs])
+        wb = mean([_service(r, True) for r in rs])
         out.append({
             "cell": f"{wl} {sc.upper()} {ld}", "dp": dp, "name": name, "kind": label(rs[0], count=False),
             "order": rank(rs[0]), "seeds": len(rs),
             "per_gpu": per_gpu,
-            "vs_gateway": _mean(per_gpu) / _mean([r["throughput"] / dp for r in same_d]) if same_d else None,
+            "vs_gateway": mean(per_gpu) / mean([r["throughput"] / dp for r in same_d]) if same_d else None,
             "hit": [r["cache_hit_rate"] for r in rs], "jain": [r["jain_index"] for r in rs],
             "p99": [r["well_behaved_p99_s"] for r in rs if r["well_behaved_p99_s"] is not None],
-            "wb_vs_gateway": wb / _mean([_service(r, True) for r in same_d]) if same_d else None,
-            "c0_vs_wb": _mean([_c0_vs_wb(r) for r in rs]),
+            "wb_vs_gateway": wb / mean([_service(r, True) for r in same_d]) if same_d else None,
+            "c0_vs_wb": mean([_c0_vs_wb(r) for r in rs]),
         })
     return out
 
 
-def _spread(xs: list[float], fmt: str) -> str:
+def mean_range(xs: list[float], fmt: str) -> str:
+    """A table cell: the mean, and [min-max] when there are several values ("-" for none)."""
     if not xs:
         return "-"
-    mean = format(_mean(xs), fmt)
-    return mean if len(xs) == 1 else f"{mean} [{min(xs):{fmt}}-{max(xs):{fmt}}]"
+    middle = format(mean(xs), fmt)
+    return middle if len(xs) == 1 else f"{middle} [{min(xs):{fmt}}-{max(xs):{fmt}}]"
 
 
 def _ratio(x: float | None) -> str:
@@ -130,10 +131,10 @@ def table(runs: list[Row]) -> str:
             "well-behaved P99 s", "well-behaved service / gateway's", "c0 / a well-behaved client"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for e in summarize(runs):
-        p99 = ".1f" if e["p99"] and _mean(e["p99"]) >= 10 else ".2f"
-        cols = [e["cell"], str(e["dp"]), e["name"], _spread([x / 1000 for x in e["per_gpu"]], ".2f"),
-                _ratio(e["vs_gateway"]), _spread(e["hit"], ".3f"), _spread(e["jain"], ".3f"),
-                _spread(e["p99"], p99), _ratio(e["wb_vs_gateway"]), f"{e['c0_vs_wb']:.2f}"]
+        p99 = ".1f" if e["p99"] and mean(e["p99"]) >= 10 else ".2f"
+        cols = [e["cell"], str(e["dp"]), e["name"], mean_range([x / 1000 for x in e["per_gpu"]], ".2f"),
+                _ratio(e["vs_gateway"]), mean_range(e["hit"], ".3f"), mean_range(e["jain"], ".3f"),
+                mean_range(e["p99"], p99), _ratio(e["wb_vs_gateway"]), f"{e['c0_vs_wb']:.2f}"]
         lines.append("| " + " | ".join(cols) + " |")
     return "\n".join(lines)
 
@@ -163,15 +164,15 @@ def plot(runs: list[Row], path: Path) -> None:
             for x, e in zip(xs, mine, strict=True):
                 vals = [v * scale for v in e[key]]
                 if vals:
-                    m = _mean(vals)
+                    m = mean(vals)
                     ax.bar(x, m, color=colors[e["kind"]], width=0.8,
                            yerr=[[m - min(vals)], [max(vals) - m]], capsize=2)
             for x0, ref in ((x, e) for x, e in zip(xs, mine, strict=True) if e["name"] == DEFAULT and e[key]):
                 span = [x for x, e in zip(xs, mine, strict=True) if e["dp"] == ref["dp"]]
-                ax.hlines(_mean([v * scale for v in ref[key]]), x0 - 0.4, max(span) + 0.4, color="k", lw=0.8,
+                ax.hlines(mean([v * scale for v in ref[key]]), x0 - 0.4, max(span) + 0.4, color="k", lw=0.8,
                           ls="--")
             if key == "per_gpu":
-                ax.set_ylim(bottom=0.8 * min(_mean(e[key]) * scale for e in mine))
+                ax.set_ylim(bottom=0.8 * min(mean(e[key]) * scale for e in mine))
             ax.set_xticks(xs, [f"D={e['dp']}" if i == 0 or e["dp"] != mine[i - 1]["dp"] else ""
                                for i, e in enumerate(mine)], fontsize=7)
             ax.set_title(f"{cell}: {title}", fontsize=8)

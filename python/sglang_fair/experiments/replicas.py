@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.experiments.fleet import mean, mean_range
 from sglang_fair.experiments.protocol import Point
 from sglang_fair.experiments.scenarios import CLOSED_LOOP
 
@@ -59,10 +60,6 @@ def label(row: Row) -> str:
     return name if row["policy"] == workers(row["workload"]) else f"{name}, {row['policy']} workers"
 
 
-def _mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs) if xs else float("nan")
-
-
 def _pair_ratio(row: Row) -> float | None:
     detail = row["clients_detail"]
     if row["workload"] not in CLOSED_LOOP or not detail["c1"]["service"]:
@@ -86,16 +83,9 @@ def summarize(runs: list[Row]) -> list[Row]:
                     "jain": [r["jain_index"] for r in rs],
                     "p99": [r["well_behaved_p99_s"] for r in rs if r["well_behaved_p99_s"] is not None],
                     "throughput": [r["throughput"] for r in rs],
-                    "vs_one": _mean([r["throughput"] for r in rs]) / _mean([r["throughput"] for r in one])
+                    "vs_one": mean([r["throughput"] for r in rs]) / mean([r["throughput"] for r in one])
                     if one else None})
     return out
-
-
-def _spread(xs: list[float], fmt: str) -> str:
-    if not xs:
-        return "-"
-    mean = format(_mean(xs), fmt)
-    return mean if len(xs) == 1 else f"{mean} [{min(xs):{fmt}}-{max(xs):{fmt}}]"
 
 
 def table(runs: list[Row]) -> str:
@@ -104,9 +94,9 @@ def table(runs: list[Row]) -> str:
             "K tok/s", "/ one router's"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for e in summarize(runs):
-        cols = [e["cell"], str(e["dp"]), e["name"], _spread(e["hit"], ".3f"), _spread(e["ratio"], ".2f"),
-                _spread(e["jain"], ".3f"), _spread(e["p99"], ".2f"),
-                _spread([x / 1000 for x in e["throughput"]], ".1f"),
+        cols = [e["cell"], str(e["dp"]), e["name"], mean_range(e["hit"], ".3f"),
+                mean_range(e["ratio"], ".2f"), mean_range(e["jain"], ".3f"), mean_range(e["p99"], ".2f"),
+                mean_range([x / 1000 for x in e["throughput"]], ".1f"),
                 "-" if e["vs_one"] is None else f"{e['vs_one']:.3f}"]
         lines.append("| " + " | ".join(cols) + " |")
     return "\n".join(lines)
@@ -137,7 +127,7 @@ def plot(runs: list[Row], path: Path) -> None:
             for x, e in zip(xs, mine, strict=True):
                 vals = [v / (1000 if key == "throughput" else 1) for v in e[key]]
                 if vals:
-                    m = _mean(vals)
+                    m = mean(vals)
                     ax.bar(x, m, color=colors[e["name"]], width=0.8,
                            yerr=[[max(0.0, m - min(vals))], [max(0.0, max(vals) - m)]], capsize=2)
             if not any(e[key] for e in mine):
