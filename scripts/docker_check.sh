@@ -2,7 +2,8 @@
 # Build the images and run the compose `fleet-cpu` and `cpu` profiles for real, then check them as a user would
 # (docs/deploy.md, "What was and was not verified here").   usage: scripts/docker_check.sh [--keep]
 # As root on a machine without a Docker engine it installs Debian's docker.io and starts dockerd (no iptables
-# rules, no IP forwarding, no default bridge); where no image registry answers it makes the bases from
+# rules, no IP forwarding, no default bridge; where the FORWARD chain drops bridged traffic, one rule, removed
+# at the end, lets traffic within Docker bridges through); where no image registry answers it makes the bases from
 # Debian's packages (debootstrap; docker/local/). Steps, each timed; the first that fails ends the run with
 # exit code 1 and its name:
 #   engine       a Docker engine and a compose command (the v2 plugin if present, else Debian's v1); every
@@ -66,7 +67,7 @@ PROJECT="sglang-fair-check"
 GPU_VOLUMES=(sglang-fair-check-models sglang-fair-check-hf)
 ENGINE_PID=/run/sglang-fair-check-dockerd.pid
 WORK="$(mktemp -d /tmp/sglang-fair-docker-check.XXXXXX)"
-STARTED_ENGINE=0 WHEEL_SERVER="" CONTAINER="" COMPOSE_USED=0 STEP="" STEP_START=0 BOOTING=""
+STARTED_ENGINE=0 OPENED_BRIDGES=0 WHEEL_SERVER="" CONTAINER="" COMPOSE_USED=0 STEP="" STEP_START=0 BOOTING=""
 TIMES=() COMPOSE=() COMPOSE_NAME=""
 START="$(date +%s)"
 

@@ -67,9 +67,25 @@ ensure_engine() {
   done
   docker info >/dev/null 2>&1 || die "dockerd started but its socket did not answer in 60 s: $(tail -5 "$WORK/dockerd.log")"
   say "engine: started dockerd $(docker version -f '{{.Server.Version}}') (storage $(docker info -f '{{.Driver}}'), ${args[*]:0:3}; log $WORK/dockerd.log)"
+  open_bridges
+}
+
+# Without its iptables rules dockerd leaves the FORWARD chain as it found it; where bridged frames pass
+# through it (br_netfilter: bridge-nf-call-iptables = 1) and its policy drops (set by an earlier dockerd, e.g.
+# the one Debian's package starts), containers on one compose network cannot reach each other. One rule lets
+# traffic within a Docker bridge (br-*) through, and stop_engine removes it.
+BRIDGE_RULE=(FORWARD -i br-+ -o br-+ -m comment --comment sglang-fair-docker-check -j ACCEPT)
+open_bridges() {
+  [[ "$(cat /proc/sys/net/bridge/bridge-nf-call-iptables 2>/dev/null)" == 1 ]] || return 0
+  command -v iptables >/dev/null || return 0
+  iptables -S FORWARD 2>/dev/null | grep -qx -- "-P FORWARD ACCEPT" && return 0
+  iptables -I "${BRIDGE_RULE[@]}" || die "the FORWARD chain drops bridged traffic and a rule to let it through failed"
+  OPENED_BRIDGES=1
+  say "engine: the FORWARD chain drops bridged traffic (policy $(iptables -S FORWARD | head -1 | cut -d' ' -f3)); let traffic within Docker bridges through"
 }
 
 stop_engine() {
+  [[ "$OPENED_BRIDGES" == 1 ]] && iptables -D "${BRIDGE_RULE[@]}" 2>/dev/null && OPENED_BRIDGES=0
   [[ "$STARTED_ENGINE" == 1 && -f "$ENGINE_PID" ]] || return 0
   local pid i
   pid="$(cat "$ENGINE_PID")"

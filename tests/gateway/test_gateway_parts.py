@@ -7,7 +7,9 @@ from typing import Any
 
 import pytest
 
+from sglang_fair.core.errors import ConfigError
 from sglang_fair.gateway.prompt import prompt_tokens, token_source
+from sglang_fair.gateway.servers import discover
 from sglang_fair.gateway.usage import StreamCounter, output_tokens
 
 
@@ -71,3 +73,37 @@ def test_stream_counter() -> None:
     native = "".join(f'data: {{"index":{i % 2},"meta_info":{{"completion_tokens":{i // 2 + 1}}}}}\n\n'
                      for i in range(6))
     assert feed(StreamCounter(), native, 7).tokens == 6  # 3 per output of n = 2
+
+
+class LateServers:
+    """``fetch`` for discovery: each server refuses until its start time on a fake clock; asking
+    for an answer moves the clock one second on (a refused connection takes that long here)."""
+
+    def __init__(self, up_at: dict[str, float]) -> None:
+        self.up_at, self.now = up_at, 0.0
+
+    def clock(self) -> float:
+        return self.now
+
+    async def fetch(self, url: str, path: str) -> Any:
+        self.now += 1.0
+        if self.now < self.up_at[url]:
+            raise OSError(f"{url}{path}: connection refused")
+        if path == "/server_info":
+            return {"served_model_name": "m", "dp_size": 2}
+        raise type("NotFound", (OSError,), {"status": 404})()
+
+
+def test_discovery_waits_for_a_server_still_starting_and_says_what_it_waits_for() -> None:
+    servers, said = LateServers({"http://a:1": 0.0, "http://b:1": 40.0}), []
+    table = asyncio.run(discover(list(servers.up_at), servers.fetch, 600.0, servers.clock, said.append,
+                                 retry_every=0.0))
+    assert [(s.url, s.dp_size) for s in table.servers] == [("http://a:1", 2), ("http://b:1", 2)]
+    assert len(said) >= 2 and all(line.startswith("waiting for http://b:1") for line in said)
+    assert "connection refused" in said[0]
+
+
+def test_discovery_gives_up_on_a_server_silent_for_the_whole_timeout() -> None:
+    servers = LateServers({"http://a:1": 0.0, "http://b:1": 1e9})
+    with pytest.raises(ConfigError, match=r"http://b:1: no answer from /server_info within 30 s"):
+        asyncio.run(discover(list(servers.up_at), servers.fetch, 30.0, servers.clock, retry_every=0.0))

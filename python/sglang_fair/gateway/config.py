@@ -43,8 +43,13 @@ class GatewayConfig:
                 "in the same header"})
     gateway_token_file: str = field(default="", metadata={
         "help": "the token the servers trust (their --gateway-token-file), sent with every request"})
-    discovery_timeout: float = field(default=30.0, metadata={
-        "help": "seconds to wait for each server's /server_info at start-up"})
+    discovery_timeout: float = field(default=600.0, metadata={
+        "help": "seconds to wait at start-up for every server to answer /server_info (a server still "
+                "loading its model is asked again every 0.5 s, each try connecting within "
+                "--connect-timeout)"})
+    feedback_timeout: float = field(default=30.0, metadata={
+        "help": "seconds to wait at start-up, once the servers answer, for the first heartbeat of every "
+                "worker on their feedback ports (a closed port or wrong keys are silent in ZMQ)"})
     connect_timeout: float = field(default=3.0, metadata={
         "help": "seconds to connect to a server before trying another (a server gone from the network "
                 "does not refuse, it stays silent)"})
@@ -99,6 +104,7 @@ class GatewayConfig:
         require(self.health_interval > 0, "--health-interval must be > 0")
         require(self.health_timeout > 0, "--health-timeout must be > 0")
         require(self.health_failures >= 1, "--health-failures must be >= 1")
+        require(self.feedback_timeout > 0, "--feedback-timeout must be > 0")
         require(self.heartbeat_timeout > 0, "--heartbeat-timeout must be > 0")
         require(self.client_max_inflight >= 0, "--client-max-inflight must be >= 0")
         require(self.client_ttl >= 0, "--client-ttl must be >= 0")

@@ -108,13 +108,17 @@ def check_same_model(servers: Sequence[ServerInfo]) -> None:
 
 
 async def discover(urls: Sequence[str], fetch: Callable[[str, str], Awaitable[Any]],
-                   timeout: float, clock: Callable[[], float] = time.monotonic) -> WorkerTable:
+                   timeout: float, clock: Callable[[], float] = time.monotonic,
+                   report: Callable[[str], None] = lambda line: None,
+                   retry_every: float = 0.5, report_every: float = 10.0) -> WorkerTable:
     """The worker table of the servers at ``urls``; ``fetch(url, path)`` returns a JSON answer or
-    raises ``OSError`` (with ``status`` 404 when the path is not served; a server still starting is
-    asked again, every 0.5 s, up to ``timeout``)."""
+    raises ``OSError`` (with ``status`` 404 when the path is not served). A server not up yet (still
+    loading its model, or not yet on the network) is asked again every ``retry_every`` s up to
+    ``timeout``; ``report`` hears, every ``report_every`` s, which server is awaited and why."""
 
     async def one(url: str) -> ServerInfo:
-        deadline = clock() + timeout
+        start = clock()
+        reported = start
         while True:
             try:
                 server = server_info(url, await fetch(url, "/server_info"))
@@ -125,10 +129,14 @@ async def discover(urls: Sequence[str], fetch: Callable[[str, str], Awaitable[An
                         return server
                     raise
             except OSError as err:
-                if clock() >= deadline:
+                now = clock()
+                if now - start >= timeout:
                     raise ConfigError(f"{url}: no answer from /server_info within {timeout:.0f} s "
                                       f"({err})") from None
-            await asyncio.sleep(0.5)
+                if now - reported >= report_every:
+                    reported = now
+                    report(f"waiting for {url} ({now - start:.0f} s of {timeout:.0f}): {err}")
+            await asyncio.sleep(retry_every)
 
     servers = await asyncio.gather(*(one(url) for url in urls))
     check_same_model(servers)
