@@ -74,6 +74,17 @@ def test_liveness_silence_and_a_loop_that_stands_still_while_busy() -> None:
     assert live.verdict(7, busy=True, now=1e9) is None  # a worker without a feedback port
 
 
+def test_a_silent_worker_whose_answers_bring_tokens_stays_in_and_is_out_once_they_stop_too() -> None:
+    """A feedback link down (heartbeats lost, answers flowing) is not a dead worker; a dead worker
+    stops both at once, so it is out as soon as without answers."""
+    live = Liveness([0], heartbeat_timeout=3.0, stall_timeout=10.0, now=100.0)
+    live.heard(0, loops=5, now=100.0)
+    for now in (104.0, 120.0, 200.0):  # silent for 4, 20, 100 s, busy, its last answer 1 s ago
+        assert live.verdict(0, busy=True, now=now, answered=now - 1.0) is None
+    assert "no heartbeat for 100.0 s" in str(live.verdict(0, busy=True, now=200.0, answered=196.5))
+    assert "no heartbeat" in str(live.verdict(0, busy=True, now=200.0))  # the control: no answers at all
+
+
 def test_a_server_is_out_while_any_source_holds_it_out() -> None:
     table = one_server(1, dp_size=2)
     policy = make_routing_policy(RouterConfig(policy="round_robin", num_workers=2))

@@ -17,9 +17,11 @@ each worker's counts and what the feedback ports delivered; ``/health`` answers 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -50,6 +52,7 @@ from sglang_fair.sglang_plugin.identity import Unauthorized, resolve_client
 logger = logging.getLogger("sglang_fair.gateway")
 RELAYED = (CHAT, COMPLETIONS, GENERATE)
 RELAYED_HEADERS = frozenset({"retry-after"})  # of a server's answer, besides its content type
+ANSWER_TIMEOUT_S = 30.0  # one /server_info try at start-up, once connected
 
 
 def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -69,15 +72,20 @@ class Gateway:
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
         self.cuts: dict[str, asyncio.Event] = {}  # server URL -> set when feedback takes it out
         self.streams: dict[str, set[Relay]] = {}  # server URL -> the streams relayed from it now
+        self.answered: dict[int, float] = {}  # worker -> when its answers last brought tokens
         self._turn = itertools.count()
 
     async def watch_feedback(self, interval: float) -> None:
         """Every ``interval`` s: take out (cutting its requests) or back each server with a feedback port."""
         assert self.listener is not None
         busy = self.router.policy.queue.__getitem__
+
+        def answered(worker: int) -> float:
+            return self.answered.get(worker, -math.inf)
+
         while True:
             await asyncio.sleep(interval)
-            for url, why in self.listener.verdicts(lambda w: busy(w) > 0):
+            for url, why in self.listener.verdicts(lambda w: busy(w) > 0, answered):
                 held = "feedback" in self.health.reasons.get(url, {})
                 if why is None and held:
                     self.health.take_back(url, "feedback")
@@ -106,6 +114,10 @@ class Gateway:
             task.cancel()
             raise Cut(self.health.out.get(url, "taken out"))
         return task.result()
+
+    def heard(self, ticket: Ticket) -> None:
+        """The ticket's worker sent tokens now (what keeps it in when its feedback falls silent)."""
+        self.answered[ticket.worker.index] = time.monotonic()
 
     def _servers(self) -> Upstream:
         if self.upstream is None:
@@ -158,7 +170,8 @@ class Gateway:
                     continue
                 return error(503, "ServiceUnavailable", f"worker {ticket.worker.index} broke off: {err}")
             if body.get("stream") and resp.status == 200:
-                return RelayedStream(Relay(resp, ticket, self.router, self.streams.setdefault(url, set())))
+                return RelayedStream(Relay(resp, ticket, self.router, self.streams.setdefault(url, set()),
+                                           functools.partial(self.heard, ticket)))
             return await self._whole(resp, ticket)
         return error(503, "ServiceUnavailable", "no server can take the request: "
                      + ("; ".join(reasons) or "every server is taken out (failed health probes)"))
@@ -169,6 +182,7 @@ class Gateway:
         try:
             data = await self.until_cut(url, resp.read())
             if resp.status == 200:
+                self.heard(ticket)
                 produced = output_tokens(json.loads(data))
         except Cut as err:
             resp.close()
@@ -260,10 +274,13 @@ def make_app(gateway: Gateway) -> FastAPI:
 
 
 async def discover_servers(config: GatewayConfig) -> WorkerTable:
-    """Ask every server of ``--worker-urls`` what it serves (a ``ConfigError`` if they disagree)."""
-    async with make_session(config.discovery_timeout) as session:
+    """Ask every server of ``--worker-urls`` what it serves, waiting for those not up yet (a
+    ``ConfigError`` if one stays silent for ``--discovery-timeout`` or they disagree)."""
+    answer_within = min(config.discovery_timeout, ANSWER_TIMEOUT_S)
+    async with make_session(answer_within, config.connect_timeout) as session:
         upstream = Upstream(session, config.client_header, config.token)
-        return await discover(config.urls(), upstream.get_json, config.discovery_timeout)
+        return await discover(config.urls(), upstream.get_json, config.discovery_timeout,
+                              report=lambda line: print(f"sglang-fair gateway: {line}", flush=True))
 
 
 def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
@@ -294,7 +311,7 @@ async def every(interval: float, call: Callable[[], object]) -> None:
 def serve(config: GatewayConfig) -> int:
     """Discover the servers, hear every feedback port once, then serve until interrupted."""
     table = asyncio.run(discover_servers(config))
-    wait_first_beats(table, config.curve_keys, config.discovery_timeout)
+    wait_first_beats(table, config.curve_keys, config.feedback_timeout)
     gateway = build_gateway(config, table)
     print(f"sglang-fair gateway: {len(table.servers)} servers of {table.model!r}, {len(table)} workers, "
           f"policy {config.router.policy}, on http://{config.host}:{config.port}", flush=True)

@@ -10,8 +10,9 @@ client with ``--feedback-keys`` when the server speaks CURVE. ``Evicted`` reache
 gateway hears each finish when the response ends).
 
 :class:`Liveness` is pure (time passed in): a worker is out when no heartbeat came for
-``heartbeat_timeout`` (a dead or stopped process, a dropped link) or its loop count stood still for
-``stall_timeout`` while the gateway had requests in flight on it (a hung loop). Its server is then
+``heartbeat_timeout`` (a dead or stopped process) or its loop count stood still for ``stall_timeout``
+while the gateway had requests in flight on it (a hung loop), unless its answers brought tokens within
+the heartbeat timeout (then the feedback link is down, not the worker: it stays in). Its server is then
 taken out with the requests in flight there failed with 503, and taken back when every worker beats
 and moves again.
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -60,10 +62,13 @@ class Liveness:
         if loops != beat.loops:
             beat.loops, beat.moved = loops, now
 
-    def verdict(self, worker: int, busy: bool, now: float) -> str | None:
-        """Why ``worker`` is out (None: alive); ``busy``: the gateway has requests in flight on it."""
+    def verdict(self, worker: int, busy: bool, now: float, answered: float = -math.inf) -> str | None:
+        """Why ``worker`` is out (None: alive); ``busy``: the gateway has requests in flight on it;
+        ``answered``: when its answers last brought the gateway tokens. Answers within the heartbeat
+        timeout show the worker's loop turning whatever its feedback says (the feedback link, not the
+        worker, is down), so they keep it in."""
         beat = self.beats.get(worker)
-        if beat is None:
+        if beat is None or now - answered <= self.heartbeat_timeout:
             return None
         if not busy:
             beat.moved = max(beat.moved, now)  # nothing to stall on
@@ -198,10 +203,12 @@ class FeedbackListener:
             w: {"heartbeat_age_s": round(now - b.seen, 3), "loops": b.loops}
             for w, b in self.liveness.beats.items()}}
 
-    def verdicts(self, busy: Callable[[int], bool]) -> Iterator[tuple[str, str | None]]:
-        """(server URL, why it is out or None) for every server with a feedback port."""
+    def verdicts(self, busy: Callable[[int], bool], answered: Callable[[int], float] = lambda w: -math.inf
+                 ) -> Iterator[tuple[str, str | None]]:
+        """(server URL, why it is out or None) for every server with a feedback port (``answered``:
+        when a worker's answers last brought tokens, :meth:`Liveness.verdict`)."""
         now = self.clock()
         for source in sources(self.table):
-            reasons = [self.liveness.verdict(w.index, busy(w.index), now)
+            reasons = [self.liveness.verdict(w.index, busy(w.index), now, answered(w.index))
                        for w in self.table.of_server(source.url)]
             yield source.url, next((r for r in reasons if r), None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import aiohttp
@@ -37,8 +37,8 @@ class Relay:
     early with an error event (the server was taken out)."""
 
     def __init__(self, resp: aiohttp.ClientResponse, ticket: Ticket, router: GatewayRouter,
-                 registry: set[Relay]) -> None:
-        self.resp, self.ticket, self.router, self.registry = resp, ticket, router, registry
+                 registry: set[Relay], heard: Callable[[], object] = lambda: None) -> None:
+        self.resp, self.ticket, self.router, self.registry, self.heard = resp, ticket, router, registry, heard
         self.counter = StreamCounter()
         self.complete = self.closed = False
         self.cut_reason = ""
@@ -48,6 +48,7 @@ class Relay:
         """The server's bytes, each as soon as it arrives."""
         try:
             async for chunk in self.resp.content.iter_any():
+                self.heard()
                 self.counter.feed(chunk)
                 yield chunk
             self.complete = True
