@@ -1,0 +1,230 @@
+"""Faults injected into a running :class:`~sglang_fair.harness.cluster.Cluster` under traffic, and what
+the records say about each (``scripts/chaos.py``).
+
+A fault is injected, held, then ended (SIGCONT, the link mended, the killed process started again with
+an empty cache). Per fault, from the :class:`~sglang_fair.harness.traffic.Record` of every request: the
+requests in flight when it began, the outcomes of every request that overlapped it, the slowest of them,
+and the time from its end until completions per second are back to ``RECOVERED`` of the rate before it.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sglang_fair.harness.cluster import ADMIN, Cluster, Proc, restart
+from sglang_fair.harness.server import get_json
+from sglang_fair.harness.traffic import Record, SlowReader, Spec, Traffic
+
+RECOVERED = 0.8  # of the completions per second before the fault
+WINDOW_S = 5.0  # completions are counted over the last WINDOW_S seconds
+DEADLINE_S = 60.0  # a client gives up on a request after this long
+SERVER_ARGS = ("--max-running-requests", "8", "--max-total-tokens", "6000")
+CLIENTS = {"flood": 1.0, "chat": 1.0, "light": 1.0, "batch": 1.0}  # name -> weight
+TOKEN_KEYS = ("requests", "input_tokens", "cached_tokens", "output_tokens")  # of a client's /fairness row
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault: its name, what it does (for the table), how to inject and end it, how long it holds."""
+
+    name: str
+    what: str
+    inject: Callable[[Cluster], object]
+    end: Callable[[Cluster], object]
+    hold: float
+
+
+def _proc(cluster: Cluster, name: str) -> Proc:
+    return next(p for p in cluster.procs() if p.name == name)
+
+
+def stop_fault(name: str, target: str, hold: float, scheduler_only: bool = False) -> Fault:
+    part = "its scheduler" if scheduler_only else "the whole process group"
+    return Fault(name, f"SIGSTOP {target} ({part}) for {hold:g} s, then SIGCONT",
+                 lambda c: _proc(c, target).signal(signal.SIGSTOP, scheduler_only),
+                 lambda c: _proc(c, target).signal(signal.SIGCONT, scheduler_only), hold)
+
+
+def kill_fault(name: str, target: str, hold: float, scheduler_only: bool = False) -> Fault:
+    def inject(c: Cluster) -> None:
+        if scheduler_only:
+            _proc(c, target).signal(signal.SIGKILL, scheduler_only=True)
+        else:
+            _proc(c, target).kill()
+
+    def end(c: Cluster) -> None:
+        _proc(c, target).kill()  # what SGLang left of a server whose scheduler died
+        restart(_proc(c, target))
+
+    part = "its scheduler" if scheduler_only else "the whole process group"
+    again = "started again (an empty cache)" if target.startswith("server") else "started again"
+    return Fault(name, f"kill -9 {target} ({part}); {hold:g} s later {again}", inject, end, hold)
+
+
+def link_fault(name: str, server: str, hold: float) -> Fault:
+    return Fault(name, f"{server}'s feedback link to both gateways cut for {hold:g} s (a partition)",
+                 lambda c: c.links[server].cut(), lambda c: c.links[server].mend(), hold)
+
+
+def slow_reader_fault(name: str, hold: float) -> Fault:
+    readers: list[threading.Thread] = []
+
+    def inject(c: Cluster) -> None:
+        reader = SlowReader(c.gateways[0].url, c.keys[ADMIN], hold)
+        readers.append(threading.Thread(target=reader.run, daemon=True))
+        readers[-1].start()
+
+    def end(c: Cluster) -> None:
+        for reader in readers:
+            reader.join(120)
+
+    return Fault(name, f"a client reads one chunk of a 400-token stream, then nothing for {hold:g} s",
+                 inject, end, hold)
+
+
+FAULTS = {f.name: f for f in [
+    kill_fault("scheduler-kill", "server-b", 10, scheduler_only=True),
+    stop_fault("scheduler-stop", "server-a", 20, scheduler_only=True),
+    kill_fault("server-kill", "server-b", 10),
+    stop_fault("server-stop", "server-a", 20),
+    kill_fault("gateway-kill", "gateway-1", 10),
+    stop_fault("gateway-stop", "gateway-2", 20),
+    link_fault("feedback-drop", "server-a", 30),
+    slow_reader_fault("slow-reader", 30),
+]}
+
+
+@dataclass(frozen=True)
+class Window:
+    """When a fault's phase ran: the baseline from ``start``, injected at ``begin``, ended at ``end``
+    (recovery counted from here), watched until ``until``."""
+
+    start: float
+    begin: float
+    end: float
+    until: float
+
+
+def done_rate(records: Sequence[Record], start: float, end: float) -> float:
+    """Requests answered whole (``ok``) per second among those that ended in [start, end)."""
+    return sum(1 for r in records if r.outcome == "ok" and start <= r.ended < end) / max(1e-9, end - start)
+
+
+def recovery_time(records: Sequence[Record], window: Window, step: float = 0.5) -> float | None:
+    """Seconds after ``window.end`` until the rate over the last ``WINDOW_S`` s is back to
+    ``RECOVERED`` of the baseline (None: not within the watch)."""
+    base = done_rate(records, window.start, window.begin)
+    t = window.end + step
+    while t <= window.until:
+        if done_rate(records, max(window.end - WINDOW_S, t - WINDOW_S), t) >= RECOVERED * base:
+            return round(t - window.end, 1)
+        t += step
+    return None
+
+
+def fault_row(fault: Fault, records: Sequence[Record], window: Window) -> dict[str, Any]:
+    """The table row of one fault (every request that was in flight at some time of the fault)."""
+    overlapping = [r for r in records if r.sent < window.end and r.ended > window.begin]
+    bad = [r for r in overlapping if r.outcome != "ok"]
+    return {
+        "fault": fault.name, "what": fault.what,
+        "in_flight_at_start": sum(1 for r in records if r.sent <= window.begin < r.ended),
+        "requests": len(overlapping),
+        "outcomes": dict(sorted(Counter(r.outcome for r in overlapping).items())),
+        "retried_elsewhere": sum(1 for r in overlapping if r.retried),
+        "slowest_s": round(max((r.ended - r.sent for r in overlapping), default=0.0), 1),
+        "baseline_per_s": round(done_rate(records, window.start, window.begin), 2),
+        "recovered_after_s": recovery_time(records, window),
+        "failures": sorted({f"{r.outcome}: {r.detail[:160]}" for r in bad})[:6],
+    }
+
+
+def run_fault(cluster: Cluster, records: Callable[[], list[Record]], fault: Fault, baseline: float,
+              watch: float, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
+    """Baseline, inject, hold, end, watch; the fault's row."""
+    start = clock()
+    time.sleep(baseline)
+    begin = clock()
+    fault.inject(cluster)
+    time.sleep(fault.hold)
+    fault.end(cluster)
+    end = clock()
+    time.sleep(watch)
+    row = fault_row(fault, records(), Window(start, begin, end, clock()))
+    row["ended_after_s"] = round(end - begin, 1)
+    return row
+
+
+def fairness_totals(cluster: Cluster) -> dict[str, dict[str, int]]:
+    """Per client, summed over the servers: requests, input, cached and output tokens their /fairness
+    charged."""
+    totals: dict[str, dict[str, int]] = {}
+    auth = {"Authorization": f"Bearer {cluster.keys[ADMIN]}"}
+    for server in cluster.servers:
+        for client, row in get_json(server.url + "/fairness", headers=auth)["clients"].items():
+            mine = totals.setdefault(client, dict.fromkeys(TOKEN_KEYS, 0))
+            for key in mine:
+                mine[key] += int(row[key])
+    return totals
+
+
+def charge_check(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]],
+                 records: Sequence[Record]) -> dict[str, dict[str, int]]:
+    """Per client: what the servers charged between ``before`` and ``after`` and what its answers say
+    (requests, prompt and output tokens); equal when each request was charged once."""
+    out = {}
+    for client in sorted({r.client for r in records}):
+        mine = [r for r in records if r.client == client]
+        delta = {k: after.get(client, {}).get(k, 0) - before.get(client, {}).get(k, 0)
+                 for k in ("requests", "input_tokens", "output_tokens")}
+        out[client] = {**{f"charged_{k}": v for k, v in delta.items()},
+                       "answered_requests": len(mine),
+                       "answered_input_tokens": sum(r.prompt_tokens for r in mine),
+                       "answered_output_tokens": sum(r.completion_tokens for r in mine)}
+    return out
+
+
+def specs(keys: dict[str, str]) -> list[Spec]:
+    """The clients of the chaos run and the soak (``CLIENTS``), with their keys."""
+    return [Spec("flood", keys["flood"], False, 4, prefix_words=300),
+            Spec("chat", keys["chat"], True, 2, prefix_words=100),
+            Spec("light", keys["light"], True, 1),
+            Spec("batch", keys["batch"], False, 1)]
+
+
+def drained(cluster: Cluster, timeout: float = 120.0) -> dict[str, Any]:
+    """Wait until no server runs or queues a request and no gateway has one in flight; what is left."""
+    auth = {"Authorization": f"Bearer {cluster.keys[ADMIN]}"}
+    deadline = time.monotonic() + timeout
+    while True:
+        busy = {s.name: sum(c["running"] + c["waiting"] for c in
+                            get_json(s.url + "/fairness", headers=auth)["clients"].values())
+                for s in cluster.servers}
+        states = {g.name: get_json(g.url + "/gateway/state") for g in cluster.gateways}
+        held = {name: {"queue": sum(w["queue"] for w in st["workers"]),
+                       "clients_in_flight": st["clients_in_flight"]} for name, st in states.items()}
+        left = {"servers": busy, "gateways": held}
+        if time.monotonic() > deadline or not (any(busy.values()) or any(
+                v for h in held.values() for v in h.values())):
+            return left
+        time.sleep(1.0)
+
+
+def check_phase(cluster: Cluster, seconds: float) -> dict[str, Any]:
+    """Traffic with no fault, then the charges against the answers and what is left in flight."""
+    drained(cluster)
+    before = fairness_totals(cluster)
+    traffic = Traffic([g.url for g in cluster.gateways], specs(cluster.keys), DEADLINE_S).start()
+    time.sleep(seconds)
+    traffic.stop()
+    left = drained(cluster)
+    records = traffic.snapshot()
+    charges = charge_check(before, fairness_totals(cluster), [r for r in records if r.outcome == "ok"])
+    return {"seconds": seconds, "requests": len(records),
+            "not_ok": sum(1 for r in records if r.outcome != "ok"), "charges": charges, "left": left}

@@ -1,0 +1,146 @@
+"""Chaos run: faults injected in turn into two CPU servers and two gateways under steady keyed traffic.
+
+    python scripts/chaos.py --model DIR [--minutes 15] [--faults scheduler-kill,...]
+        [--json results/chaos.json] [--logs DIR]
+
+Starts the cluster of ``harness/cluster.py`` (two ``sglang-fair serve``, one worker each, default
+policy; two ``sglang-fair gateway`` replicas sharing what they route; every process on loopback), runs
+four keyed clients through the gateways in turn (a load balancer that tries the next gateway when one
+refuses the connection): ``flood`` (4 in flight, ``/generate`` over a shared 300-word prefix), ``chat``
+(2 in flight, streamed chat over a 100-word prefix), ``light`` and ``batch`` (1 each, streamed and
+not, no shared prefix). Then each fault of ``harness/chaos.py`` in turn: a baseline, the fault, its
+end, a watch. Per fault it prints a row (requests in flight when it began, outcomes of every request
+that overlapped it, the slowest, the time until completions per second were back to 80% of the
+baseline). Then, with no fault, a check: the servers' ``/fairness`` charges per client against what
+the answers said (each request charged once), and nothing left in flight at either gateway.
+
+Exit code 0 when every goal holds: no request past its deadline (60 s), no 5xx but 503, recovery
+within 30 s of each fault's end, the charges equal, nothing left in flight; 1 otherwise (the goals
+missed are printed). ``--minutes`` bounds the run: a fault that would not fit is skipped (listed).
+Needs SGLang (scripts/install_sglang_cpu.sh) and the gateway extra; ``OMP_NUM_THREADS=1`` suits a
+small machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from sglang_fair.harness.chaos import (
+    CLIENTS,
+    DEADLINE_S,
+    FAULTS,
+    SERVER_ARGS,
+    check_phase,
+    run_fault,
+    specs,
+)
+from sglang_fair.harness.cluster import start_cluster
+from sglang_fair.harness.server import exit_on_sigterm
+from sglang_fair.harness.traffic import Traffic
+
+RECOVERY_GOAL_S = 30.0
+RESTART_S = 90.0  # a server started again on this machine (budget; measured 30-60 s)
+
+
+def goals_missed(rows: list[dict[str, Any]], check: dict[str, Any]) -> list[str]:
+    missed = []
+    for row in rows:
+        if "skipped" in row:
+            continue
+        outcomes = row["outcomes"]
+        if outcomes.get("deadline"):
+            missed.append(f"{row['fault']}: {outcomes['deadline']} request(s) past the deadline")
+        if other := {k: v for k, v in outcomes.items() if k in ("4xx", "5xx")}:
+            missed.append(f"{row['fault']}: {other} (only 503 may fail a request)")
+        if row["recovered_after_s"] is None or row["recovered_after_s"] > RECOVERY_GOAL_S:
+            missed.append(f"{row['fault']}: not back to 80% of the baseline within {RECOVERY_GOAL_S:g} s")
+    for client, c in check["charges"].items():
+        if any(c[f"charged_{k}"] != c[f"answered_{k}"] for k in ("requests", "input_tokens",
+                                                                   "output_tokens")):
+            missed.append(f"check: {client} charged {c} (each request once)")
+    if check["not_ok"]:
+        missed.append(f"check: {check['not_ok']} request(s) failed with no fault")
+    if any(check["left"]["servers"].values()) or any(
+            v for h in check["left"]["gateways"].values() for v in h.values()):
+        missed.append(f"check: left in flight {check['left']}")
+    return missed
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    print(f"\n{'fault':15} {'in flight':>9} {'requests':>8} {'slowest s':>9} {'back after s':>12}  outcomes")
+    for r in rows:
+        if "skipped" in r:
+            print(f"{r['fault']:15} skipped: {r['skipped']}")
+            continue
+        outcomes = ", ".join(f"{k} {v}" for k, v in r["outcomes"].items())
+        back = "never" if r["recovered_after_s"] is None else f"{r['recovered_after_s']:.1f}"
+        print(f"{r['fault']:15} {r['in_flight_at_start']:9} {r['requests']:8} {r['slowest_s']:9.1f} "
+              f"{back:>12}  {outcomes}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", type=Path, required=True,
+                        help="model directory (scripts/make_tiny_model.py)")
+    parser.add_argument("--minutes", type=float, default=15.0, help="bound on the whole run")
+    parser.add_argument("--faults", default=",".join(FAULTS), help=f"in order, of: {', '.join(FAULTS)}")
+    parser.add_argument("--baseline", type=float, default=15.0, help="seconds of traffic before each fault")
+    parser.add_argument("--watch", type=float, default=40.0, help="seconds watched after each fault's end")
+    parser.add_argument("--check", type=float, default=30.0, help="seconds of the final check's traffic")
+    parser.add_argument("--json", type=Path, help="write the rows and the check here")
+    parser.add_argument("--logs", type=Path, help="keep the processes' logs in this directory")
+    args = parser.parse_args()
+    faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    if unknown := sorted(set(faults) - set(FAULTS)):
+        parser.error(f"unknown fault {unknown}; known: {', '.join(FAULTS)}")
+    if not args.model.is_dir():
+        parser.error(f"--model {args.model}: not a directory")
+    if args.minutes <= 0 or args.baseline <= 0 or args.watch <= 0 or args.check <= 0:
+        parser.error("--minutes, --baseline, --watch and --check must be > 0")
+    exit_on_sigterm()
+    began = time.monotonic()
+    budget = args.minutes * 60
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="chaos-") as name, ExitStack() as stack:
+        tmp = Path(name)
+        cluster = start_cluster(stack, args.model, tmp, CLIENTS, SERVER_ARGS)
+        print(f"cluster up in {time.monotonic() - began:.0f} s: "
+              + ", ".join(f"{p.name} {p.url}" for p in cluster.procs()), flush=True)
+        traffic = Traffic([g.url for g in cluster.gateways], specs(cluster.keys), DEADLINE_S).start()
+        for name_ in faults:
+            fault = FAULTS[name_]
+            need = args.baseline + fault.hold + args.watch + (RESTART_S if "kill" in name_ else 0)
+            if time.monotonic() - began + need + args.check + 60 > budget:
+                rows.append({"fault": name_, "skipped": f"needs {need:.0f} s more than --minutes leaves"})
+                continue
+            rows.append(run_fault(cluster, traffic.snapshot, fault, args.baseline, args.watch))
+            print(json.dumps(rows[-1]), flush=True)
+        traffic.stop()
+        check = check_phase(cluster, args.check)
+        print(json.dumps({"check": check}), flush=True)
+        if args.logs:
+            args.logs.mkdir(parents=True, exist_ok=True)
+            for proc in cluster.procs():
+                shutil.copy(proc.log, args.logs / proc.log.name)
+    print_table(rows)
+    missed = goals_missed(rows, check)
+    print("\nall goals met" if not missed else "\ngoals missed:\n  " + "\n  ".join(missed))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        minutes = round((time.monotonic() - began) / 60, 1)
+        args.json.write_text(json.dumps({"rows": rows, "check": check, "missed": missed,
+                                         "minutes": minutes}, indent=1) + "\n")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
