@@ -24,7 +24,8 @@ A = {"Authorization": "Bearer k-alice"}
 MAX_INFLIGHT = 3
 OPS = {"Authorization": "Bearer k-ops"}
 CONTEXT = 4096
-GOOD = {"model": "m", "prompt": "the fair share", "max_tokens": 2}
+MODEL = {"model": "default"}  # SGLang's default name; another name gets 404
+GOOD = {**MODEL, "prompt": "the fair share", "max_tokens": 2}
 SERVER_ARGS = ("--schedule-policy", "dlpm_light", "--max-running-requests", "8",
                "--max-total-tokens", "20000", "--context-length", str(CONTEXT), "--fairness-admins", "ops",
                "--client-max-inflight", str(MAX_INFLIGHT))
@@ -68,16 +69,16 @@ def error_message(data: bytes) -> str:
 
 
 CASES: dict[str, tuple[str, bytes, int]] = {
-    "malformed JSON (chat)": ("/v1/chat/completions", b'{"model": "m", "messages": [', 400),
+    "malformed JSON (chat)": ("/v1/chat/completions", b'{"model": "default", "messages": [', 400),
     "malformed JSON (generate)": ("/generate", b'{"text": ', 400),
     "not JSON": ("/v1/completions", b"hello", 400),
     "max_tokens a string": ("/v1/completions", json.dumps({**GOOD, "max_tokens": "ten"}).encode(), 400),
-    "messages a string": ("/v1/chat/completions", json.dumps({"model": "m", "messages": "hi"}).encode(), 400),
-    "prompt an object": ("/v1/completions", json.dumps({"model": "m", "prompt": {"x": 1}}).encode(), 400),
-    "no messages": ("/v1/chat/completions", json.dumps({"model": "m"}).encode(), 400),
-    "no prompt": ("/v1/completions", json.dumps({"model": "m"}).encode(), 400),
+    "messages a string": ("/v1/chat/completions", json.dumps({**MODEL, "messages": "hi"}).encode(), 400),
+    "prompt an object": ("/v1/completions", json.dumps({**MODEL, "prompt": {"x": 1}}).encode(), 400),
+    "no messages": ("/v1/chat/completions", json.dumps(MODEL).encode(), 400),
+    "no prompt": ("/v1/completions", json.dumps(MODEL).encode(), 400),
     "empty prompt": ("/v1/completions", json.dumps({**GOOD, "prompt": ""}).encode(), 400),
-    "empty messages": ("/v1/chat/completions", json.dumps({"model": "m", "messages": []}).encode(), 400),
+    "empty messages": ("/v1/chat/completions", json.dumps({**MODEL, "messages": []}).encode(), 400),
     "empty text (generate)": ("/generate", json.dumps({"text": "", "sampling_params": {"max_new_tokens": 2}})
                               .encode(), 400),
     "empty input_ids (generate)": ("/generate", json.dumps({"input_ids": []}).encode(), 400),
@@ -96,6 +97,7 @@ CASES: dict[str, tuple[str, bytes, int]] = {
                                 400),
     "max_tokens 10^9": ("/v1/completions", json.dumps({**GOOD, "max_tokens": 10**9}).encode(), 400),
     "max_tokens -1": ("/v1/completions", json.dumps({**GOOD, "max_tokens": -1}).encode(), 400),
+    "unknown model": ("/v1/completions", json.dumps({**GOOD, "model": "gpt-4o"}).encode(), 404),
 }
 
 
@@ -111,10 +113,20 @@ def test_bad_request_gets_4xx_with_an_error_body_and_the_server_keeps_serving(ur
 @pytest.mark.parametrize(("headers", "reason"), [({}, "missing API key"),
                                                  ({"Authorization": "Bearer nope"}, "unknown API key")])
 def test_missing_or_unknown_key_gets_401(url: str, headers: dict[str, str], reason: str) -> None:
-    chat = {"model": "m", "messages": [{"role": "user", "content": "a"}]}
+    chat = {"model": "default", "messages": [{"role": "user", "content": "a"}]}
     status, data = post(url, "/v1/chat/completions", chat, headers)
     assert status == 401 and error_message(data) == reason and json.loads(data)["type"] == "Unauthorized"
     still_serving(url)
+
+
+def test_an_unknown_model_gets_404_and_the_listed_one_is_served(url: str) -> None:
+    chat = {"model": "gpt-4o", "messages": [{"role": "user", "content": "a"}], "max_tokens": 2}
+    status, data = post(url, "/v1/chat/completions", chat, A)
+    assert status == 404 and json.loads(data) == {
+        "object": "error", "message": "The model `gpt-4o` does not exist.", "type": "NotFoundError",
+        "param": "model", "code": 404}, data[:300]
+    listed = get_json(url + "/v1/models", headers=A)["data"][0]["id"]  # the served name: the model path
+    assert post(url, "/v1/chat/completions", {**chat, "model": listed}, A)[0] == 200
 
 
 def test_oversized_headers_are_refused(url: str) -> None:
@@ -188,9 +200,9 @@ def bodies(kind: str) -> Any:
     text = st.text(min_size=1, max_size=30)
     message = st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "assistant", "tool", "x"]),
                                      "content": st.one_of(text, junk)})
-    fields = {"model": st.one_of(st.just("m"), junk), "max_tokens": small, "n": small, "temperature": junk,
-              "top_p": junk, "stop": junk, "stream": st.one_of(st.booleans(), junk), "seed": junk,
-              "logprobs": junk, "user": junk}
+    fields = {"model": st.one_of(st.just("default"), junk), "max_tokens": small, "n": small,
+              "temperature": junk, "top_p": junk, "stop": junk, "stream": st.one_of(st.booleans(), junk),
+              "seed": junk, "logprobs": junk, "user": junk}
     if kind == "generate":  # SGLang's native API; an empty text crashed the server before the fix
         sampling = st.fixed_dictionaries({}, optional={"max_new_tokens": small, "temperature": junk})
         return st.fixed_dictionaries({"text": st.one_of(st.text(max_size=20), junk)},

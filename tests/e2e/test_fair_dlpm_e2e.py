@@ -82,7 +82,7 @@ def test_missing_or_unknown_key_gets_401(dlpm_server: tuple[str, Summary]) -> No
     body = {"text": "the queue", "sampling_params": {"max_new_tokens": 2}}
     assert post(url, "/generate", body)[0] == 401
     assert post(url, "/generate", body, {"Authorization": "Bearer nope", "X-Client-Id": "light"})[0] == 401
-    assert post(url, "/v1/completions", {"model": "m", "prompt": "a", "user": "light"})[0] == 401
+    assert post(url, "/v1/completions", {"model": "default", "prompt": "a", "user": "light"})[0] == 401
 
 
 def test_header_cannot_override_the_key(dlpm_server: tuple[str, Summary]) -> None:
@@ -100,8 +100,8 @@ def test_header_cannot_override_the_key(dlpm_server: tuple[str, Summary]) -> Non
 def test_openai_endpoints_carry_the_client(dlpm_server: tuple[str, Summary]) -> None:
     url, _ = dlpm_server
     before = requests_of(url, "medium", ADMIN)
-    chat = {"model": "m", "messages": [{"role": "user", "content": "the queue"}], "max_tokens": 3}
-    comp = {"model": "m", "prompt": "the fair share", "max_tokens": 3}
+    chat = {"model": "default", "messages": [{"role": "user", "content": "the queue"}], "max_tokens": 3}
+    comp = {"model": "default", "prompt": "the fair share", "max_tokens": 3}
     for path, body in (("/v1/chat/completions", chat), ("/v1/completions", comp)):
         for stream in (False, True):
             status, data = post(url, path, {**body, "stream": stream, "user": "light"}, auth("medium"))

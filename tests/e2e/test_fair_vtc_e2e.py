@@ -43,7 +43,7 @@ def test_vtc_serves_the_light_client_and_weights_service(vtc_server: tuple[str, 
 
 def test_identity_header_then_user_then_default(vtc_server: tuple[str, Summary]) -> None:
     url, _ = vtc_server
-    chat = {"model": "m", "messages": [{"role": "user", "content": "the queue"}], "max_tokens": 2}
+    chat = {"model": "default", "messages": [{"role": "user", "content": "the queue"}], "max_tokens": 2}
     before = {c: requests_of(url, c) for c in ("hdr", "usr", "default")}
     assert post(url, "/v1/chat/completions", {**chat, "user": "usr"}, {"X-Client-Id": "hdr"})[0] == 200
     assert post(url, "/v1/chat/completions", {**chat, "user": "usr", "stream": True})[0] == 200

@@ -62,7 +62,7 @@ def test_bad_request_gets_what_serve_answers(urls: dict[str, str], case: str) ->
                                                  ({"Authorization": "Bearer nope"}, "unknown API key")])
 def test_missing_or_unknown_key_gets_the_same_401(urls: dict[str, str], headers: dict[str, str],
                                                  reason: str) -> None:
-    chat = json.dumps({"model": "m", "messages": [{"role": "user", "content": "a"}]}).encode()
+    chat = json.dumps({"model": "default", "messages": [{"role": "user", "content": "a"}]}).encode()
     for url in (urls["server"], urls["gateway"]):
         status, data = raw(url, "/v1/chat/completions", chat, headers)
         assert status == 401 and error_message(data) == reason and json.loads(data)["type"] == "Unauthorized"

@@ -1,6 +1,7 @@
 """The gateway's own limits (no SGLang): a body over --max-body-bytes gets 413 before it is read, a
-client at --client-max-inflight gets 429 with Retry-After, and a client idle for --client-ttl is
-forgotten by the policy (one with a request in flight is not)."""
+client at --client-max-inflight gets 429 with Retry-After, a client idle for --client-ttl is
+forgotten by the policy (one with a request in flight is not), and a ``model`` the servers do not serve
+gets 404 before routing (unless --accept-any-model)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from fake_sglang import FakeSGLang, Running
 from test_gateway import CHAT, config, gateway_at, post, run
 
 from sglang_fair.gateway.routing import GatewayRouter
-from sglang_fair.gateway.servers import ServerInfo, WorkerTable
+from sglang_fair.gateway.servers import ServerInfo, WorkerTable, server_info
 from sglang_fair.routing import RouterConfig, make_routing_policy
 
 
@@ -75,3 +76,51 @@ def test_idle_clients_are_forgotten_after_the_ttl_and_busy_ones_kept() -> None:
     now[0] += 31.0
     assert router.expire() == ["busy"] and router.forgotten == 2
     assert GatewayRouter(policy, table, clock=lambda: now[0]).expire() == []  # TTL 0: never
+
+
+NOT_FOUND = {"object": "error", "message": "The model `gpt-4o` does not exist.", "type": "NotFoundError",
+             "param": "model", "code": 404}
+
+
+def test_an_unknown_model_gets_404_before_routing_and_the_servers_names_pass() -> None:
+    fake = FakeSGLang()  # serves "tiny" from /m/tiny
+    with Running(fake) as urls:
+        async def scenario() -> None:
+            async with gateway_at(config(urls)) as (gw, gateway):
+                status, body = await post(gw + "/v1/chat/completions", {**CHAT, "model": "gpt-4o"})
+                assert (status, body) == (404, NOT_FOUND)
+                status, body = await post(gw + "/v1/completions", {"prompt": "a", "model": "gpt-4o"})
+                assert (status, body) == (404, NOT_FOUND)
+                assert [c.path for c in fake.calls] == ["/server_info"]  # no /tokenize, nothing relayed
+                assert sum(gateway.router.routed) == 0 and not gateway.router.clients.inflight  # no charge
+                for model in ("tiny", "/m/tiny", "default"):
+                    status, _ = await post(gw + "/v1/chat/completions", {**CHAT, "model": model})
+                    assert status == 200, model
+                status, _ = await post(gw + "/v1/chat/completions", CHAT)  # no model: served
+                assert status == 200
+
+        run(scenario)
+    assert [c.body.get("model") for c in fake.relayed()] == ["tiny", "/m/tiny", "default", None]
+
+
+def test_accept_any_model_relays_any_name() -> None:
+    fake = FakeSGLang()
+    with Running(fake) as urls:
+        async def scenario() -> None:
+            async with gateway_at(config(urls, accept_any_model=True)) as (gw, _):
+                status, _ = await post(gw + "/v1/chat/completions", {**CHAT, "model": "gpt-4o"})
+                assert status == 200
+
+        run(scenario)
+    assert [c.body.get("model") for c in fake.relayed()] == ["gpt-4o"]
+
+
+def test_the_names_every_server_accepts_and_none_with_lora() -> None:
+    a = server_info("http://a", {"served_model_name": "m", "model_path": "/a/m", "dp_size": 1})
+    b = server_info("http://b", {"served_model_name": "m", "model_path": "/b/m", "dp_size": 2})
+    assert (a.model_path, a.lora) == ("/a/m", False)
+    names = WorkerTable([a, b]).model_names()
+    assert names is not None and names.names == {"m", "default"}  # a path only one server knows: not
+    assert WorkerTable([a]).model_names().names == {"m", "/a/m", "default"}  # type: ignore[union-attr]
+    lora = server_info("http://c", {"served_model_name": "m", "dp_size": 1, "enable_lora": True})
+    assert lora.lora and WorkerTable([a, lora]).model_names() is None  # adapters: the servers decide

@@ -2,7 +2,8 @@
 
 ``POST /v1/chat/completions``, ``/v1/completions`` and ``/generate``: the client is decided by the
 same rules as ``serve`` (``sglang_plugin/identity.py``: key, else header, else ``user``; 401 for a
-missing or unknown key when keys are configured), the prompt's token ids are found
+missing or unknown key when keys are configured), a ``model`` the servers do not serve gets 404
+(``sglang_plugin/model_names.py``, unless ``--accept-any-model``), the prompt's token ids are found
 (``prompt.py``), the policy picks a worker, and the body goes to that worker's server with
 ``routed_dp_rank`` pinned (any pin the client sent is dropped), the client named in the identity
 header and the gateway's token. Streams are relayed chunk by chunk as they arrive; the response's
@@ -47,7 +48,8 @@ from sglang_fair.gateway.usage import output_tokens
 from sglang_fair.routing import NoWorkerError, make_routing_policy
 from sglang_fair.routing.clients import ClientOverLimit
 from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
-from sglang_fair.sglang_plugin.identity import Unauthorized, resolve_client
+from sglang_fair.sglang_plugin.identity import Unauthorized, error_body, resolve_client
+from sglang_fair.sglang_plugin.model_names import NOT_FOUND, refusal
 
 logger = logging.getLogger("sglang_fair.gateway")
 RELAYED = (CHAT, COMPLETIONS, GENERATE)
@@ -57,8 +59,7 @@ ANSWER_TIMEOUT_S = 30.0  # one /server_info try at start-up, once connected
 
 def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     """An OpenAI-style error answer (the same body as ``serve``'s edge)."""
-    return JSONResponse({"object": "error", "message": message, "type": kind, "code": status},
-                        status_code=status, headers=headers)
+    return JSONResponse(error_body(status, kind, message), status_code=status, headers=headers)
 
 
 class Gateway:
@@ -68,6 +69,7 @@ class Gateway:
                  listener: FeedbackListener | None = None, replication: Replication | None = None) -> None:
         self.config, self.table, self.router, self.listener = config, table, router, listener
         self.replication = replication
+        self.model_names = None if config.accept_any_model else table.model_names()
         self.health = ServerHealth(table, router.policy, config.health_failures)
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
         self.cuts: dict[str, asyncio.Event] = {}  # server URL -> set when feedback takes it out
@@ -146,6 +148,8 @@ class Gateway:
             client = self.client_of(request, body)
         except Unauthorized as err:
             return error(401, "Unauthorized", str(err), {"www-authenticate": "Bearer"})
+        if (refused := refusal(path, body, self.model_names)) is not None:
+            return JSONResponse(refused, status_code=NOT_FOUND)
         tokens = await prompt_tokens(token_source(path, body), self.tokenize)
         reasons = []
         for _ in self.table.servers:  # a server not reached did not start the request: try another

@@ -70,6 +70,9 @@ class GatewayConfig:
                 "--client-keys are given (0: forever)"})
     max_body_bytes: int = field(default=16 << 20, metadata={
         "help": "largest HTTP request body; larger ones get 413 before they are read (0: no limit)"})
+    accept_any_model: bool = field(default=False, metadata={
+        "help": "relay a request whatever its `model` names, as SGLang serves it (by default a name other "
+                "than the servers' model name, model path or `default` gets 404 here, as from OpenAI)"})
     feedback_keys: str = field(default="", metadata={
         "help": "directory of CurveZMQ keys (`sglang-fair keys DIR`): this gateway's "
                 "<--feedback-key-name>.key_secret and the servers' server.key; needed for servers whose "

@@ -19,18 +19,22 @@ from urllib.parse import urlsplit
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin.feedback_hub import ADVERT_PATH
+from sglang_fair.sglang_plugin.model_names import ModelNames
 
 
 @dataclass(frozen=True)
 class ServerInfo:
     """One ``sglang-fair serve`` instance: its base URL, the model it serves, its DP size, and where
-    it publishes feedback (``tcp://HOST:PORT``; empty: nowhere) and whether over CURVE."""
+    it publishes feedback (``tcp://HOST:PORT``; empty: nowhere) and whether over CURVE; the model's
+    path and whether it serves LoRA adapters (the names a request may give, ``model_names.py``)."""
 
     url: str
     model: str
     dp_size: int
     feedback_endpoint: str = ""
     feedback_curve: bool = False
+    model_path: str = ""
+    lora: bool = False
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,15 @@ class WorkerTable:
     def model(self) -> str:
         return self.servers[0].model
 
+    def model_names(self) -> ModelNames | None:
+        """The ``model`` names every server accepts (the served name and ``default``, the model path
+        where all share it); None (any name passes on to them) when one serves LoRA adapters, which it
+        may load at run time."""
+        if any(s.lora for s in self.servers):
+            return None
+        each = [ModelNames.of(s.model, s.model_path).names for s in self.servers]
+        return ModelNames(frozenset.intersection(*each))
+
 
 def server_info(url: str, info: Any) -> ServerInfo:
     """Read a server's ``/server_info`` answer (a :class:`ConfigError` says what is missing)."""
@@ -86,7 +99,9 @@ def server_info(url: str, info: Any) -> ServerInfo:
     if not isinstance(model, str) or not isinstance(dp_size, int) or isinstance(dp_size, bool) or dp_size < 1:
         raise ConfigError(f"{url}/server_info: no served_model_name/model_path and dp_size >= 1 "
                           "(is this an SGLang server?)")
-    return ServerInfo(url, model, dp_size)
+    path = info.get("model_path")
+    lora = bool(info.get("enable_lora") or info.get("lora_paths"))
+    return ServerInfo(url, model, dp_size, model_path=path if isinstance(path, str) else "", lora=lora)
 
 
 def with_feedback(server: ServerInfo, advert: Any) -> ServerInfo:

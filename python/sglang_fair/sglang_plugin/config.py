@@ -76,6 +76,10 @@ class FairConfig:
                                       "only requests carrying it may pin a data-parallel rank "
                                       "(routed_dp_rank) or name their client by header despite "
                                       "--client-keys; others pinning a rank get 403"})
+    accept_any_model: bool = field(
+        default=False, metadata={"help": "serve a request whatever its `model` names, as SGLang does (by "
+                                         "default a name other than the served model name, the model "
+                                         "path or `default` gets 404, as from OpenAI)"})
     key_table: KeyTable = field(default_factory=KeyTable)
     gateway_token: GatewayToken = field(default_factory=GatewayToken)
 

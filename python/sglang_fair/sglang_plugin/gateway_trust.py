@@ -104,7 +104,7 @@ class PinnedRankMiddleware:
         if not trusted:
             body = b""
             if scope.get("method") == "POST":
-                body, receive = await buffer_body(receive)
+                body, receive = await buffer_body(receive, scope)
             how = pinned_rank(headers, body)
             if how is not None:
                 await send_error(send, 403, "Forbidden",

@@ -100,6 +100,8 @@ USED_NAMES: tuple[str, ...] = (
     "sglang.srt.runtime_context.get_parallel",
     "sglang.srt.runtime_context.get_observability",
     H + "app",
+    H + "get_global_state",
+    "sglang.srt.lora.lora_registry.LoRARegistry.get_all_adapters",
     SCHEDULE_FIELDS,
     SERVER_ARGS,
     M + "io_struct.AbortReq",
@@ -135,7 +137,8 @@ ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (SERVER_ARGS, ("dp_size", "schedule_policy", "api_key", "enable_priority_scheduling", "pp_size",
                    "tokenizer_worker_num", "grpc_port", "host")),
     (KV_EVENTS + "KVEventBatch", ("events",)),
-    (M + "tokenizer_manager.TokenizerManager", ("model_config",)),
+    (M + "tokenizer_manager.TokenizerManager", ("model_config", "served_model_name", "model_path",
+                                                "lora_registry")),
     ("sglang.srt.configs.model_config.ModelConfig", ("vocab_size",)),
 )
 

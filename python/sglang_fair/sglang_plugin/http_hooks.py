@@ -12,6 +12,7 @@ from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
 from sglang_fair.sglang_plugin.feedback_hub import ADVERT_PATH, make_advert_endpoint
 from sglang_fair.sglang_plugin.gateway_trust import PinnedRankMiddleware
 from sglang_fair.sglang_plugin.identity import SCOPE_KEY, ClientIdentityMiddleware, is_trusted, resolve_hosts
+from sglang_fair.sglang_plugin.model_names import ModelNameMiddleware, ModelNames
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
 from sglang_fair.sglang_plugin.request_slo import carry, with_request_slo
 from sglang_fair.sglang_plugin.router_link import link_from_env
@@ -83,7 +84,8 @@ def make_fairness_endpoint(config: FairConfig) -> Any:
 
 def install_http(*args: Any, **kwargs: Any) -> None:
     """BEFORE ``http_server.launch_server``: add ``/fairness``, the body-size limit and ``Retry-After``
-    on 429 (:mod:`edge_limits`, always) and, when a fair policy, client keys or the global router are
+    on 429 (:mod:`edge_limits`, always), 404 for an unknown ``model`` (:mod:`model_names`, unless
+    ``--accept-any-model``) and, when a fair policy, client keys or the global router are
     configured, the identity middleware (so installing the package leaves SGLang's own policies, and
     their use of ``routing_key``, untouched)."""
     from sglang.srt.entrypoints import http_server
@@ -100,6 +102,8 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     if config.feedback.enabled:
         app.add_route(ADVERT_PATH, make_advert_endpoint(config.feedback), methods=["GET"])
     app.state.sglang_fair_installed = True
+    if not config.accept_any_model:
+        app.add_middleware(ModelNameMiddleware, names=served_names)  # innermost: after identity
     if identity_needed(policy, config, router):
         app.add_middleware(
             ClientIdentityMiddleware, keys=config.key_table, header=config.client_header,
@@ -112,6 +116,19 @@ def install_http(*args: Any, **kwargs: Any) -> None:
         app.add_middleware(PinnedRankMiddleware, token=config.gateway_token)  # runs before identity
     app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=config.max_body_bytes)  # outermost: first
     return None
+
+
+def served_names() -> ModelNames | None:
+    """The model names this server answers to now, from SGLang's tokenizer manager (a weight update
+    from disk renames the model there) and its LoRA registry; None before SGLang has set them up."""
+    from sglang.srt.entrypoints import http_server
+
+    manager = getattr(http_server.get_global_state(), "tokenizer_manager", None)
+    if manager is None:
+        return None
+    registry = getattr(manager, "lora_registry", None)
+    adapters = registry.get_all_adapters() if registry is not None else {}
+    return ModelNames.of(manager.served_model_name, manager.model_path, adapters)
 
 
 def generate_request(

@@ -21,6 +21,7 @@ from sglang_fair.sglang_plugin.keys import KeyTable
 DEFAULT_CLIENT = "default"
 SCOPE_KEY = "sglang_fair_client"
 TRUST_KEY = "sglang_fair_gateway"  # set by gateway_trust.PinnedRankMiddleware
+BODY_KEY, JSON_KEY = "sglang_fair_body", "sglang_fair_json"  # the request body, read once (buffer_body)
 OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/fairness", "/sglang_fair/feedback"})
 CLIENT_LISTING_PATHS = frozenset({"/metrics", "/fairness"})  # need a key when keys are configured
 WARMUP_CLIENT = "__warmup__"
@@ -68,13 +69,12 @@ def resolve_client(
     return DEFAULT_CLIENT
 
 
-def body_user_field(body: bytes) -> object:
-    """The top-level ``user`` field of a JSON body, or None."""
+def parse_json(body: bytes) -> object:
+    """A JSON body, or None if it is not JSON."""
     try:
-        data = json.loads(body)
+        return json.loads(body)
     except (ValueError, UnicodeDecodeError):
         return None
-    return data.get("user") if isinstance(data, dict) else None
 
 
 def is_trusted(scope: Mapping[str, Any] | None) -> bool:
@@ -109,8 +109,8 @@ class ClientIdentityMiddleware:
         body_user: object = None
         if (kind == "http" and not self.keys.enabled and self.header.lower() not in headers
                 and scope.get("method") == "POST"):
-            body, receive = await buffer_body(receive)
-            body_user = body_user_field(body)
+            data, receive = await json_body(scope, receive)
+            body_user = data.get("user") if isinstance(data, dict) else None
         try:
             client = resolve_client(headers, body_user, self.keys, self.header, is_trusted(scope))
         except Unauthorized as err:
@@ -176,8 +176,13 @@ async def _refuse_websocket(send: Send) -> None:
     await send({"type": "websocket.close", "code": 1008, "reason": "missing or unknown API key"})
 
 
-async def buffer_body(receive: Receive) -> tuple[bytes, Receive]:
-    """Read the whole request body and return it with a ``receive`` that replays it."""
+async def buffer_body(receive: Receive, scope: Scope | None = None) -> tuple[bytes, Receive]:
+    """Read the whole request body and return it with a ``receive`` that replays it. With ``scope`` the
+    body is read once per request: it is kept in the scope's state, and a later call (an inner
+    middleware, whose ``receive`` replays it already) gets it back with ``receive`` as it is."""
+    state = scope.setdefault("state", {}) if scope is not None else {}
+    if BODY_KEY in state:
+        return state[BODY_KEY], receive
     chunks: list[bytes] = []
     more = True
     while more:
@@ -186,7 +191,7 @@ async def buffer_body(receive: Receive) -> tuple[bytes, Receive]:
             break
         chunks.append(message.get("body", b""))
         more = bool(message.get("more_body"))
-    body = b"".join(chunks)
+    body = state[BODY_KEY] = b"".join(chunks)
     replayed = False
 
     async def replay() -> Message:
@@ -199,16 +204,41 @@ async def buffer_body(receive: Receive) -> tuple[bytes, Receive]:
     return body, replay
 
 
+async def json_body(scope: Scope, receive: Receive) -> tuple[object, Receive]:
+    """The request's JSON body (None if it is not JSON), read and parsed once per request
+    (:func:`buffer_body`), with a ``receive`` that replays it."""
+    body, receive = await buffer_body(receive, scope)
+    state = scope["state"]
+    if JSON_KEY not in state:
+        state[JSON_KEY] = parse_json(body)
+    return state[JSON_KEY], receive
+
+
 async def _send_401(send: Send, reason: str) -> None:
     await send_error(send, 401, "Unauthorized", reason, [(b"www-authenticate", b"Bearer")])
 
 
+def error_body(status: int, kind: str, message: str, param: str | None = None) -> dict[str, Any]:
+    """An OpenAI-style error body, the fields of SGLang's own ``ErrorResponse``: ``object``, ``message``,
+    ``type``, ``param`` (only when one field of the request is at fault) and ``code`` (the status);
+    ``serve``'s edge and the gateway answer with it."""
+    body: dict[str, Any] = {"object": "error", "message": message, "type": kind}
+    if param is not None:
+        body["param"] = param
+    return {**body, "code": status}
+
+
 async def send_error(send: Send, status: int, kind: str, reason: str,
-                      extra: list[tuple[bytes, bytes]] | None = None) -> None:
-    """An OpenAI-style error body (``object``, ``message``, ``type``, ``code``)."""
-    payload = json.dumps({"object": "error", "message": reason, "type": kind, "code": status}).encode()
+                     extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Answer with :func:`error_body` (``extra``: more response headers)."""
+    await send_json(send, status, error_body(status, kind, reason), extra)
+
+
+async def send_json(send: Send, status: int, body: Mapping[str, Any],
+                    extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    """Answer ``status`` with the JSON ``body``."""
     await send({
         "type": "http.response.start", "status": status,
         "headers": [(b"content-type", b"application/json"), *(extra or [])],
     })
-    await send({"type": "http.response.body", "body": payload})
+    await send({"type": "http.response.body", "body": json.dumps(body).encode()})
