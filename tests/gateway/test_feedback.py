@@ -214,6 +214,10 @@ def test_silence_cuts_the_requests_in_flight_and_beats_take_the_server_back(keys
                     whole = asyncio.create_task(s.post(gw + "/v1/chat/completions", json=CHAT))
                     stream = await s.post(gw + "/v1/chat/completions", json={**CHAT, "stream": True})
                     first = await stream.content.readline()
+                    for _ in range(100):  # the whole request may not be routed yet on a busy machine
+                        if gateway.router.policy.queue[0] == 2:
+                            break
+                        await asyncio.sleep(0.05)
                     assert first.startswith(b"data: ") and gateway.router.policy.queue[0] == 2
                     beats.on.clear()  # the server's workers go silent (SIGSTOP, a dropped link)
                     resp = await asyncio.wait_for(whole, 5)
@@ -240,6 +244,32 @@ def test_silence_cuts_the_requests_in_flight_and_beats_take_the_server_back(keys
 
             run(scenario)
             fake.hold.set()  # type: ignore[union-attr]
+
+
+def test_a_gateway_that_did_not_run_for_a_while_hears_the_queued_beats_before_it_judges(keys: Path) -> None:
+    """The gateway's own process stands still for 1.5 s (as under SIGSTOP: its ZMQ thread too, so the
+    beats of the pause reach it only after it resumes): the silence is the gateway's, no server is
+    taken out and its stream in flight completes. Without the pause check (``OwnPause``) the first
+    look after the pause took the server out and cut the stream."""
+    with Beating(keys) as beats:
+        fake = FakeSGLang(feedback={"v": 1, "port": beats.port, "curve": True}, hold=threading.Event())
+        with Running(fake) as urls:
+            cfg = config(urls, "fair_cache_aware", heartbeat_timeout=0.5, curve_keys=gateway_keys(keys))
+
+            async def scenario() -> None:
+                async with gateway_at(cfg) as (gw, gateway), aiohttp.ClientSession() as s:
+                    stream = await s.post(gw + "/v1/chat/completions", json={**CHAT, "stream": True})
+                    assert (await stream.content.readline()).startswith(b"data: ")
+                    beats.on.clear()
+                    time.sleep(1.5)  # the whole event loop stands still, and nothing arrives
+                    beats.on.set()  # the beats of the pause, heard once it resumes
+                    await asyncio.sleep(1.0)
+                    assert gateway.health.out == {}
+                    fake.hold.set()  # type: ignore[union-attr]
+                    rest = (await asyncio.wait_for(stream.read(), 5)).decode()
+                    assert "[DONE]" in rest and "error" not in rest, rest
+
+            run(scenario)
 
 
 def test_the_keys_command_writes_the_pairs_and_never_overwrites(tmp_path: Path,

@@ -6,6 +6,8 @@ that numbers the workers otherwise is not heard), and the flags' refusals."""
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from collections.abc import Callable
 
 import pytest
@@ -135,6 +137,31 @@ def test_two_replicas_share_dispatches_and_finishes_and_release_a_dead_ones() ->
         await until(lambda: sum(b.router.policy.queue) == 1 and sum(c.router.policy.queue) == 1)
         assert b.replication.book.counts["released"] == 1
         await b.stop(), await c.stop()
+
+    asyncio.run(scenario())
+
+
+def test_a_replica_that_stood_still_does_not_release_what_its_live_peer_has_in_flight() -> None:
+    """b did not run for 5 s (its clock jumps): at its first look its peer seems silent for 5 s, but
+    the silence is b's own (``OwnPause``): nothing is released, and the peer's queued notices are
+    heard before the next look. Control: the same look without the pause check releases bob's."""
+    async def scenario() -> None:
+        pa, pb = free_port(), free_port()
+        a, b = Replica(pa, [pb]), Replica(pb, [pa])
+        a.start(), b.start()
+        await until(lambda: a.replication.book.hearing() != [] and b.replication.book.hearing() != [])
+        a.router.route("bob", [7] * 40)
+        await until(lambda: sum(b.router.policy.queue) == 1)
+        b.replication.clock = lambda: time.monotonic() + 5.0
+        b.replication.tick()  # no await since the jump: no notice of a's can have come in between
+        assert sum(b.router.policy.queue) == 1 and b.replication.book.counts["released"] == 0
+        await asyncio.sleep(0.3)  # a's notices, heard on b's new clock
+        assert sum(b.router.policy.queue) == 1 and b.replication.book.counts["released"] == 0
+        b.replication.clock = lambda: time.monotonic() + 10.0
+        b.replication.pause.limit = math.inf  # the control: b's look without the pause check
+        b.replication.tick()
+        assert sum(b.router.policy.queue) == 0 and b.replication.book.counts["released"] == 1
+        await a.stop(), await b.stop()
 
     asyncio.run(scenario())
 

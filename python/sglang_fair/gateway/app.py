@@ -35,7 +35,7 @@ from fastapi.responses import JSONResponse, Response
 
 from sglang_fair.core.global_tree import WIDTH
 from sglang_fair.gateway.config import GatewayConfig
-from sglang_fair.gateway.feedback import FeedbackListener, Liveness, sources, wait_first_beats
+from sglang_fair.gateway.feedback import FeedbackListener, Liveness, OwnPause, sources, wait_first_beats
 from sglang_fair.gateway.health import ServerHealth
 from sglang_fair.gateway.peers import run_link
 from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, prompt_tokens, token_source
@@ -75,6 +75,7 @@ class Gateway:
         self.cuts: dict[str, asyncio.Event] = {}  # server URL -> set when feedback takes it out
         self.streams: dict[str, set[Relay]] = {}  # server URL -> the streams relayed from it now
         self.answered: dict[int, float] = {}  # worker -> when its answers last brought tokens
+        self.failed_over = 0  # requests a server could not be reached for, tried at another
         self._turn = itertools.count()
 
     async def watch_feedback(self, interval: float) -> None:
@@ -85,8 +86,11 @@ class Gateway:
         def answered(worker: int) -> float:
             return self.answered.get(worker, -math.inf)
 
+        pause = OwnPause(self.config.heartbeat_timeout / 2, time.monotonic())
         while True:
             await asyncio.sleep(interval)
+            if pause.late(time.monotonic()):
+                continue
             for url, why in self.listener.verdicts(lambda w: busy(w) > 0, answered):
                 held = "feedback" in self.health.reasons.get(url, {})
                 if why is None and held:
@@ -171,6 +175,7 @@ class Gateway:
                 self.health.take_out(url, str(err))
                 if isinstance(err, Unreachable):
                     reasons.append(str(err))
+                    self.failed_over += 1
                     continue
                 return error(503, "ServiceUnavailable", f"worker {ticket.worker.index} broke off: {err}")
             if body.get("stream") and resp.status == 200:
@@ -266,7 +271,7 @@ def make_app(gateway: Gateway) -> FastAPI:
         heard = gateway.listener.view() if gateway.listener is not None else None
         peers = gateway.replication.view() if gateway.replication is not None else None
         return {**gateway.router.state(), "servers_out": gateway.health.out, "feedback": heard,
-                "peers": peers}
+                "peers": peers, "failed_over": gateway.failed_over}
 
     async def health() -> Any:
         return {"status": "ok"}

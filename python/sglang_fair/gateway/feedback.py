@@ -80,6 +80,21 @@ class Liveness:
         return None
 
 
+@dataclass
+class OwnPause:
+    """Whether this process itself stood still (SIGSTOP, starved of CPU): a loop meant to wake often
+    that wakes over ``limit`` s after its last look did not run, so any silence it would see now is
+    its own, and what its sockets queued meanwhile must be heard before anyone is judged silent."""
+
+    limit: float
+    last: float
+
+    def late(self, now: float) -> bool:
+        """Whether this look comes over ``limit`` s after the last (every look counts as one)."""
+        late, self.last = now - self.last > self.limit, now
+        return late
+
+
 @dataclass(frozen=True)
 class FeedbackSource:
     """Where one server publishes: its base URL, the ZMQ endpoint, whether it speaks CURVE."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from sglang_fair.gateway import peer_msgs as pm
 from sglang_fair.gateway.config import GatewayConfig
+from sglang_fair.gateway.feedback import OwnPause
 from sglang_fair.gateway.peers import PeerBook, PeerLink
 from sglang_fair.gateway.routing import GatewayRouter
 from sglang_fair.gateway.servers import WorkerTable
@@ -37,6 +38,7 @@ class Replication:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.link, self.router, self.clock = link, router, clock
         self.book = PeerBook(link.run, link.table, link.config.timeout)
+        self.pause = OwnPause(link.config.timeout / 2, clock())
         self.bad_workers = 0
         router.peers = link
 
@@ -58,8 +60,10 @@ class Replication:
             self.book.counts["replays_sent"] += self.link.replay()
 
     def tick(self) -> None:
-        """Release what silent peers had in flight; tell the peers this replica is alive."""
-        for worker, client in self.book.expire(self.clock()):
+        """Release what silent peers had in flight (not right after this replica itself stood still:
+        their notices wait in its sockets); tell the peers this replica is alive."""
+        now = self.clock()
+        for worker, client in () if self.pause.late(now) else self.book.expire(now):
             self.router.policy.on_finish(worker, client, 0)
         self.link.alive(self.book.hearing())
 

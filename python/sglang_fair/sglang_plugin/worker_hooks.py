@@ -11,14 +11,17 @@ dead process goes silent, a hung loop stops counting, and a long model step is n
 goes to the router's feedback socket and, with ``serve --feedback-port``, to the server's
 :class:`~sglang_fair.sglang_plugin.feedback_hub.FeedbackHub` (for gateways); a server without a
 router has only the latter. Feedback never blocks the scheduler: a receiver that is gone has its
-notices dropped (and counted).
+notices dropped (and counted). Fault injection, for tests and chaos runs only: with
+``SGLANG_FAIR_FAULT_DROP_FINISHED=K`` a worker leaves every K-th ``Finished`` unsent (a lost notice).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import zmq
@@ -33,6 +36,17 @@ from sglang_fair_router.codec import MessageError, encode
 
 logger = logging.getLogger("sglang_fair")
 DEVICE_TIER = (None, "GPU")  # SGLang's StorageMedium of the device cache ("GPU" on CPU devices too)
+ENV_DROP_FINISHED = "SGLANG_FAIR_FAULT_DROP_FINISHED"
+
+
+def drop_every(environ: Mapping[str, str] = os.environ) -> int:
+    """K of ``SGLANG_FAIR_FAULT_DROP_FINISHED`` (0: drop nothing)."""
+    raw = environ.get(ENV_DROP_FINISHED, "").strip()
+    if not raw:
+        return 0
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"{ENV_DROP_FINISHED} must be an integer >= 1, got {raw!r}")
+    return int(raw)
 
 
 class WorkerLink:
@@ -53,6 +67,7 @@ class WorkerLink:
         self.loops = 0
         self.seq = 0
         self.dropped = 0
+        self.drop_finished, self.finished_count = drop_every(), 0
         self.prefill_budget: int | None = None  # the latest PAB (pab_report.py), sent with heartbeats
         threading.Thread(target=self._beat, name="sglang-fair-heartbeat", daemon=True).start()
 
@@ -116,6 +131,9 @@ class WorkerLink:
         """``req`` left this worker: tell the router its output length (once per routed request)."""
         rid = str(req.rid)
         if self.routed.pop(rid, None) is not None:
+            self.finished_count += 1
+            if self.drop_finished and self.finished_count % self.drop_finished == 0:
+                return
             self._send(wm.Finished(worker=self.rank, rid=rid, output_tokens=len(req.output_ids),
                                    aborted=aborted))
 
