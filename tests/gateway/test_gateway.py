@@ -21,8 +21,9 @@ from fake_sglang import FakeSGLang, Running, fake_tokens
 
 from sglang_fair import cli
 from sglang_fair.core.errors import ConfigError
-from sglang_fair.gateway.app import Gateway, build_gateway, discover_servers, make_app
+from sglang_fair.gateway.app import Gateway, make_app
 from sglang_fair.gateway.config import GatewayConfig
+from sglang_fair.gateway.launch import build_gateway, discover_servers
 from sglang_fair.gateway.servers import ServerInfo, WorkerTable
 from sglang_fair.harness.server import free_port
 from sglang_fair.routing import RouterConfig

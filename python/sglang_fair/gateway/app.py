@@ -29,23 +29,21 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
-import uvicorn
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
-from sglang_fair.core.global_tree import WIDTH
 from sglang_fair.gateway.config import GatewayConfig
-from sglang_fair.gateway.feedback import FeedbackListener, Liveness, OwnPause, sources, wait_first_beats
+from sglang_fair.gateway.feedback import FeedbackListener, OwnPause
 from sglang_fair.gateway.health import ServerHealth
 from sglang_fair.gateway.peers import run_link
 from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, prompt_tokens, token_source
 from sglang_fair.gateway.relay import Cut, Relay, RelayedStream, pinned, where
-from sglang_fair.gateway.replication import Replication, replicate
+from sglang_fair.gateway.replication import Replication
 from sglang_fair.gateway.routing import GatewayRouter, Ticket
-from sglang_fair.gateway.servers import WorkerTable, discover
+from sglang_fair.gateway.servers import WorkerTable
 from sglang_fair.gateway.upstream import Unreachable, Upstream, UpstreamError, make_session
 from sglang_fair.gateway.usage import output_tokens
-from sglang_fair.routing import NoWorkerError, make_routing_policy
+from sglang_fair.routing import NoWorkerError
 from sglang_fair.routing.clients import ClientOverLimit
 from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
 from sglang_fair.sglang_plugin.identity import Unauthorized, error_body, resolve_client
@@ -54,7 +52,6 @@ from sglang_fair.sglang_plugin.model_names import NOT_FOUND, refusal
 logger = logging.getLogger("sglang_fair.gateway")
 RELAYED = (CHAT, COMPLETIONS, GENERATE)
 RELAYED_HEADERS = frozenset({"retry-after"})  # of a server's answer, besides its content type
-ANSWER_TIMEOUT_S = 30.0  # one /server_info try at start-up, once connected
 
 
 def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -282,47 +279,8 @@ def make_app(gateway: Gateway) -> FastAPI:
     return app
 
 
-async def discover_servers(config: GatewayConfig) -> WorkerTable:
-    """Ask every server of ``--worker-urls`` what it serves, waiting for those not up yet (a
-    ``ConfigError`` if one stays silent for ``--discovery-timeout`` or they disagree)."""
-    answer_within = min(config.discovery_timeout, ANSWER_TIMEOUT_S)
-    async with make_session(answer_within, config.connect_timeout) as session:
-        upstream = Upstream(session, config.client_header, config.token)
-        return await discover(config.urls(), upstream.get_json, config.discovery_timeout,
-                              report=lambda line: print(f"sglang-fair gateway: {line}", flush=True))
-
-
-def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
-    """The gateway over ``table`` with the configured routing policy (one global tree for all
-    workers), hearing the feedback ports of the servers that have one."""
-    policy = make_routing_policy(config.routing(len(table)))
-    listener = None
-    if sources(table):
-        heard = [w.index for w in table if w.server.feedback_endpoint]
-        liveness = Liveness(heard, config.heartbeat_timeout, config.stall_timeout, time.monotonic())
-
-        def on_evict(worker: int, tokens: bytes, start: int) -> None:
-            policy.on_evict(worker, tokens, min(start, len(tokens) // WIDTH))
-
-        listener = FeedbackListener(table, config.curve_keys, on_evict, liveness)
-    router = GatewayRouter(policy, table, config.client_max_inflight, config.idle_ttl())
-    return Gateway(config, table, router, listener, replicate(config, table, router))
-
-
-
 async def every(interval: float, call: Callable[[], object]) -> None:
     """Call ``call`` every ``interval`` seconds until cancelled."""
     while True:
         await asyncio.sleep(interval)
         call()
-
-
-def serve(config: GatewayConfig) -> int:
-    """Discover the servers, hear every feedback port once, then serve until interrupted."""
-    table = asyncio.run(discover_servers(config))
-    wait_first_beats(table, config.curve_keys, config.feedback_timeout)
-    gateway = build_gateway(config, table)
-    print(f"sglang-fair gateway: {len(table.servers)} servers of {table.model!r}, {len(table)} workers, "
-          f"policy {config.router.policy}, on http://{config.host}:{config.port}", flush=True)
-    uvicorn.run(make_app(gateway), host=config.host, port=config.port, log_level="warning")
-    return 0

@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     """Validate the flags, then discover the servers and serve (the extra is imported only now)."""
     config = gateway_config(args)
     try:
-        from sglang_fair.gateway.app import serve
+        from sglang_fair.gateway.launch import serve
     except ModuleNotFoundError as err:
         raise ConfigError(f"the gateway needs the 'gateway' extra ({err}): pip install 'sglang-fair[gateway]'"
                           ) from None

@@ -33,8 +33,12 @@ def memory(cluster: Cluster) -> dict[str, float]:
         root = psutil.Process(proc.popen.pid)
         for p in [root, *root.children(recursive=True)]:
             try:
-                role = next((r for r in ("scheduler", "detokenizer") if r in " ".join(p.cmdline())), "main")
-                out[f"{proc.name}/{role}"] = round(p.memory_info().rss / 2**20, 1)
+                command = " ".join(p.cmdline())
+                role = next((r for r in ("scheduler", "detokenizer") if r in command), "main")
+                key = f"{proc.name}/{role}"
+                while key in out:  # a second process of the role (the launcher's HTTP server)
+                    key += "+"
+                out[key] = round(p.memory_info().rss / 2**20, 1)
             except psutil.Error:
                 continue
     return out
