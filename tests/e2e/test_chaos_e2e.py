@@ -38,8 +38,8 @@ def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
 def test_a_short_soak_at_most_of_the_capacity_fails_nothing_and_samples_every_process(
         cluster: Cluster) -> None:
     clients = specs(cluster.keys)
-    top = capacity(cluster, clients, 15.0)
-    rows = soak(cluster, at_rate(clients, 0.7 * top), 2, CLIENTS, minute=30.0)
+    top = capacity(cluster, clients, 10.0)
+    rows = soak(cluster, at_rate(clients, 0.7 * top), 2, CLIENTS, minute=20.0)
     print("\ncapacity", round(top, 2), "requests/s;", json.dumps(rows))
     assert top > 0.5 and all(r["answered"] > 0 for r in rows), rows
     assert sum(r["failed"] for r in rows) == 0, [r["failures"] for r in rows]
@@ -56,15 +56,15 @@ def test_a_stopped_scheduler_fails_only_with_503_and_serving_recovers_then_each_
     fault = dataclasses.replace(FAULTS["scheduler-stop"], hold=10.0)
     traffic = Traffic([g.url for g in cluster.gateways], specs(cluster.keys), DEADLINE_S).start()
     try:
-        row = run_fault(cluster, traffic.snapshot, fault, baseline=10.0, watch=25.0)
+        row = run_fault(cluster, traffic.snapshot, fault, baseline=8.0, watch=15.0)
     finally:
         traffic.stop()
     print("\n", json.dumps(row))
     assert set(row["outcomes"]) <= {"ok", "503", "cut"}, row
     assert row["in_flight_at_start"] > 0 and row["outcomes"].get("ok", 0) > 0, row
-    assert row["recovered_after_s"] is not None and row["recovered_after_s"] <= 30, row
+    assert row["recovered_after_s"] is not None, row  # back to 80% within the 15 s watched
     assert all("taken out" in f or "heartbeat" in f for f in row["failures"]), row["failures"]
-    check = check_phase(cluster, 15.0)
+    check = check_phase(cluster, 10.0)
     assert check["not_ok"] == 0 and check["requests"] > 0, check
     for client, c in check["charges"].items():
         assert [c[f"charged_{k}"] for k in ("requests", "input_tokens", "output_tokens")] \

@@ -68,7 +68,7 @@ def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             tiny_model, (*SERVER, *trust, *curve, "--feedback-port", str(free_port())), tmp / "b.log",
             started=lambda proc: procs.update(b=proc)))
         shared = ("--worker-urls", f"{a},{b}", "--client-keys", str(tmp / "keys"), *trust, *curve,
-                  "--heartbeat-timeout", "2", "--health-interval", "1", "--health-timeout", "3",
+                  "--heartbeat-timeout", "4", "--health-interval", "1", "--health-timeout", "3",
                   "--peer-timeout", "2")
         ports = {name: (free_port(), free_port()) for name in GATEWAYS}
         urls = {}
@@ -166,7 +166,7 @@ def test_every_workers_heartbeats_and_a_full_caches_evictions_reach_the_gateway(
 
 def test_a_stopped_scheduler_fails_its_requests_in_flight_and_its_server_comes_back(
         cluster: dict[str, Any]) -> None:
-    """SIGSTOP of B's scheduler: its heartbeats stop with it, so after --heartbeat-timeout (2 s) the
+    """SIGSTOP of B's scheduler: its heartbeats stop with it, so after --heartbeat-timeout (4 s) the
     gateway takes B out and its requests in flight fail with 503 naming why (none hangs); the others
     finish on A. After SIGCONT, B beats and passes its probe again and takes requests again."""
     gateway = cluster["gateway"]
@@ -181,7 +181,7 @@ def test_a_stopped_scheduler_fails_its_requests_in_flight_and_its_server_comes_b
     assert set(statuses) <= {200, 503} and 503 in statuses, statuses
     failed_after = [round(o.sent + (o.latency or 0) - stopped, 1) for o in outcomes if o.status == 503]
     print("\n503s this long after SIGSTOP (s):", failed_after)
-    assert max(failed_after) <= 2.5 + 4.0, failed_after  # heartbeat timeout + one check; slack
+    assert max(failed_after) <= 4.5 + 4.0, failed_after  # heartbeat timeout + one check; slack
     deadline = time.monotonic() + 30
     while get_json(gateway + "/gateway/state")["servers_out"]:
         assert time.monotonic() < deadline, "server B was not taken back"
