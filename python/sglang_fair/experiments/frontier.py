@@ -26,6 +26,7 @@ from sglang_fair.experiments.capacity import CapacitySearch
 from sglang_fair.experiments.figures import start_rate
 from sglang_fair.experiments.frontier_metrics import frontier_row
 from sglang_fair.experiments.frontier_report import plot, starves_nobody, summary, table, verdicts
+from sglang_fair.experiments.paper_plots import write_generated
 from sglang_fair.experiments.protocol import Point, Protocol, measure_capacity
 from sglang_fair.experiments.runner import REPO, Task, load_json, log, names, run_tasks, save_json
 from sglang_fair.experiments.scenarios import CLOSED_LOOP
@@ -176,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extra", default="", help="more results files whose rows join the report")
     parser.add_argument("--today", default="",
                         help="a results file of the earlier default (flood's light P99)")
-    parser.add_argument("--table", default="", help="write the markdown table here")
+    parser.add_argument("--doc", default="", help="write the summary and table between this markdown file's "
+                        "GENERATED markers")
     parser.add_argument("--plot", default="", help="write the grid figure here")
     args = parser.parse_args(argv)
     pairs = tuple(tuple(p.split(":")) for p in names(args.pairs)) or PAIRS
@@ -191,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     today = load_json(Path(args.today), {"runs": []})["runs"] if args.today else []
     vs = verdicts(rows, ":".join(DEFAULT), today)
     print(summary(vs))
-    if args.table:
-        Path(args.table).write_text(table(vs) + "\n")
+    if args.doc:
+        body = f"```\n{summary(vs)}\n```\n\n{table(vs)}\n"
+        write_generated(Path(args.doc), body, "# The frontier")
     if args.plot:
         plot(vs, Path(args.plot))
     return 0
