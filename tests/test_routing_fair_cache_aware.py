@@ -219,3 +219,21 @@ def test_backlogged_service_difference_within_theorem_5_1() -> None:
 
 def test_theorem_5_1_check_catches_fair_cache_aware_with_lpm_workers() -> None:
     assert counterexample_found(d2lpm_theorem_5_1("fair_cache_aware", "lpm"), TWO_WORKERS)
+
+
+def test_clients_placed_by_their_prompts_are_served_across_workers() -> None:
+    """Two clients whose load grows in lock-step, each over its own prompt, end up one per worker with
+    equal fills (no spill): DLPM on each worker then serves one client, whatever their weights. A client
+    with more in flight at its holder than the worker runs, and none elsewhere, is sent there."""
+    def run(r: FairCacheAware) -> list[list[int]]:
+        for w in range(2):
+            r.on_load(w, WorkerLoad(running=0, waiting=0, max_running=8))
+        docs = {"a": DOC, "b": [d + 500 for d in DOC]}
+        for i in range(24):
+            for c in ("a", "b"):
+                r.route(Q(2 * i + (c == "b"), c, docs[c] + [i]))
+        return [r.inflight[c] for c in ("a", "b")]
+
+    assert run(fair(spread_backlog=0)) == [[24, 0], [0, 24]]  # control: partitioned
+    a, b = run(fair())
+    assert min(a) >= 8 and min(b) >= 8  # each client backlogged at both workers

@@ -80,6 +80,10 @@ class RouterConfig:
                 "in flight per request a worker runs at once)"})
     spill_slack: float = field(default=0.0625, metadata={
         "help": "fair_cache_aware: see --router-spill-ratio"})
+    spread_backlog: float = field(default=1.0, metadata={
+        "help": "fair_cache_aware: a client with more than this x a worker's capacity in flight at the "
+                "holder of its prompt, and none at a worker not overfilled, goes there (clients placed by "
+                "their prompts are then served across workers, not per worker); 0: never"})
     hold_threshold: float = field(default=0.1, metadata={
         "help": "fair_cache_aware: a request goes to the holders of its longest cached match when it covers "
                 "more than this share of the prompt (cache_aware: --router-cache-threshold)"})
@@ -112,6 +116,7 @@ class RouterConfig:
         require(self.quantum_s >= 0, f"--router-quantum-s must be >= 0, got {self.quantum_s}")
         require(self.spill_ratio >= 1, f"--router-spill-ratio must be >= 1, got {self.spill_ratio}")
         require(self.spill_slack >= 0, f"--router-spill-slack must be >= 0, got {self.spill_slack}")
+        require(self.spread_backlog >= 0, f"--router-spread-backlog must be >= 0, got {self.spread_backlog}")
         require(self.quantum_requests >= 1,
                 f"--router-quantum-requests must be >= 1, got {self.quantum_requests}")
         for name in ("cache_threshold", "preble_threshold", "hold_threshold"):

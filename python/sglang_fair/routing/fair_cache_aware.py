@@ -16,7 +16,9 @@ request r of client c, this policy decides:
 2. **Locality.** If the longest match among the candidates covers more than ``hold_threshold`` of the
    prompt, a holder of it gets r: the one where c has the least of its work in flight (per request it
    runs), then the least filled. A program stays where its context is, and the clients of a shared prompt
-   spread over every worker that holds it, so they are served across workers, not per worker.
+   spread over every worker that holds it, so they are served across workers, not per worker. A client
+   with more than ``spread_backlog`` x c_w in flight at that holder and none at another candidate goes
+   to the least filled such worker: clients placed by their own prompts are not partitioned onto workers.
 3. **New work goes where c has credit.** Otherwise (a new program, document or conversation) r goes to a
    candidate where q[c][w] > 0 (G_avail, refilled as Alg. 2 does when there is none), the one where c has the
    least in flight, then the one whose tree holds the fewest tokens (cache-aware's choice for new work).
@@ -54,7 +56,7 @@ class FairCacheAware(D2LPM):
         super().__init__(config)
         self.sizes: dict[str, float] = {}  # per client: recent largest input cost of one request
         self.inflight: dict[str, list[int]] = {}  # per client: its requests in flight at each worker
-        self.last_decision = ""  # "holder" or "credit", for tests and views
+        self.last_decision = ""  # "holder", "spread" or "credit", for tests and views
 
     def forget(self, client: str) -> None:
         super().forget(client)
@@ -114,7 +116,13 @@ class FairCacheAware(D2LPM):
         if best > self.config.hold_threshold * max(1, n):
             self.last_decision = "holder"
             holders = [w for w in ok if held.get(w, 0) == best]
-            return min(holders, key=lambda w: (share(w), self.fill(w), w))
+            chosen = min(holders, key=lambda w: (share(w), self.fill(w), w))
+            absent = [w for w in ok if mine is not None and mine[w] == 0]
+            spread = self.config.spread_backlog
+            if spread and absent and mine is not None and mine[chosen] > spread * self.capacity[chosen]:
+                self.last_decision = "spread"  # c waits at its holder and is absent elsewhere
+                return min(absent, key=lambda w: (self.fill(w), w))
+            return chosen
         self.last_decision = "credit"
         sizes = self.tree.worker_tokens
         return min(credit or ok, key=lambda w: (share(w), sizes[w], w))
