@@ -133,9 +133,10 @@ def test_eviction_publisher_reports_removed_pages_as_token_paths(link: RouterLin
 def test_heartbeats_carry_the_schedulers_load(link: RouterLink, monkeypatch: pytest.MonkeyPatch) -> None:
     feedback = sock(zmq.PULL, link.feedback, bind=True)
     monkeypatch.setattr(worker_hooks, "_LINK", WorkerLink(link, rank=1))
-    scheduler = SimpleNamespace(running_batch=SimpleNamespace(reqs=[1, 2, 3]), waiting_queue=[4, 5],
+    running, prefilled = [object() for _ in range(2)], [object()]
+    scheduler = SimpleNamespace(running_batch=SimpleNamespace(reqs=running), waiting_queue=[4, 5],
                                 max_running_requests=8)
-    worker_hooks.report_load(scheduler, 1234.5)
+    worker_hooks.report_load(scheduler, 1234.5, SimpleNamespace(reqs=[*running, *prefilled]))  # a mixed batch
     deadline, load = time.monotonic() + 5, None
     while load is None and time.monotonic() < deadline:
         msg = wm.decode_feedback(feedback.recv())  # within RCVTIMEO; a heartbeat every 0.05 s

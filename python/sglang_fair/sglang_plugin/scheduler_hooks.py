@@ -151,7 +151,7 @@ def process_batch_result(_result: Any, self: Any, batch: Any, *args: Any, **kwar
                         budget.steps, *budget.policy.model.coefficients)
     report_prefill_budget(self, batch, budget)
     state = state_of(self.policy)
-    report_load(self, state.policy.service_rate if state is not None else 0.0)
+    report_load(self, state.policy.service_rate if state is not None else 0.0, batch)
     if state is None:
         return
     state.after_step()

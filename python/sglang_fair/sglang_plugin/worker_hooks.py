@@ -228,11 +228,14 @@ class EvictionPublisher:
         return None
 
 
-def report_load(scheduler: Any, service_rate: float) -> None:
-    """What the scheduler runs and holds waiting, its admission policy's measured service rate and its
-    cap on running requests, for the next heartbeat (the router learns the worker's capacity from it)."""
+def report_load(scheduler: Any, service_rate: float, batch: Any = None) -> None:
+    """What the scheduler runs (its running batch and the batch just run: a prefill batch joins the
+    running one only at the next step) and holds waiting, its admission policy's measured service rate and
+    its cap on running requests, for the next heartbeat (the router learns the worker's capacity from it)."""
     link = worker_link(create=False)
     if link is not None:
-        link.load = wm.Load(running=len(scheduler.running_batch.reqs), waiting=len(scheduler.waiting_queue),
+        just_run = getattr(batch, "reqs", None) or ()
+        reqs = {id(r) for r in scheduler.running_batch.reqs} | {id(r) for r in just_run}
+        link.load = wm.Load(running=len(reqs), waiting=len(scheduler.waiting_queue),
                             service_rate=max(0.0, service_rate),
                             max_running=max(0, int(getattr(scheduler, "max_running_requests", 0) or 0)))
