@@ -16,6 +16,8 @@ from sglang_fair.gateway.routing import GatewayRouter
 from sglang_fair.gateway.servers import WorkerTable, discover
 from sglang_fair.gateway.upstream import Upstream, make_session
 from sglang_fair.routing import make_routing_policy
+from sglang_fair_router import worker_msgs as wm
+from sglang_fair_router.state import load_of
 
 ANSWER_TIMEOUT_S = 30.0  # one /server_info try at start-up, once connected
 
@@ -42,7 +44,10 @@ def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
         def on_evict(worker: int, tokens: bytes, start: int) -> None:
             policy.on_evict(worker, tokens, min(start, len(tokens) // WIDTH))
 
-        listener = FeedbackListener(table, config.curve_keys, on_evict, liveness)
+        def on_load(worker: int, load: wm.Load) -> None:  # the worker's capacity and service rate
+            policy.on_load(worker, load_of(load))
+
+        listener = FeedbackListener(table, config.curve_keys, on_evict, liveness, on_load=on_load)
     router = GatewayRouter(policy, table, config.client_max_inflight, config.idle_ttl())
     return Gateway(config, table, router, listener, replicate(config, table, router))
 
