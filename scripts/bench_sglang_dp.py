@@ -11,7 +11,8 @@ Each configuration gets a fresh 2-worker server and one scenario for ``--window`
   popular document): the operating point where a router that keeps a prefix on its holder leaves the
   other worker idle;
 - ``weighted``: two heavy clients of weights 4 and 1 (``--client-weights``), both backlogged; the row's
-  ``ratio`` is their service ratio (vanilla SGLang has no weights: its ratio shows what it does without).
+  ``ratio`` is their service ratio (vanilla SGLang and ``plugin-fcfs`` have no weights: their ratio shows
+  what happens without).
 
 Configurations:
 
@@ -57,7 +58,8 @@ def run_config(model: Path, name: str, scenario: str, window: float, log: Path) 
     module, flags = CONFIGS[name]
     port = free_port() if module == OURS else 0
     weighted = WeightedWorkload()
-    extra = ("--client-weights", weighted.flag()) if scenario == "weighted" and module == OURS else ()
+    fair = module == OURS and "fcfs" not in flags  # weights need a fair schedule policy
+    extra = ("--client-weights", weighted.flag()) if scenario == "weighted" and fair else ()
     args = (*flags, *SERVER_ARGS, *extra, *(("--router-http-port", str(port)) if port else ()))
     with running_server(model, args, log, dp_size=2, module=module) as url:
         if scenario == "weighted":
