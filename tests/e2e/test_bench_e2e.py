@@ -17,7 +17,8 @@ pytestmark = pytest.mark.e2e
 def test_bench_writes_the_sim_keys_from_a_real_server(tiny_model: Path, tmp_path: Path) -> None:
     pytest.importorskip("aiohttp")
     out = tmp_path / "real.json"
-    args = ("--schedule-policy", "dlpm", "--enable-cache-report", "--max-running-requests", "8")
+    args = ("--schedule-policy", "dlpm", "--enable-cache-report", "--max-running-requests", "8",
+            "--max-total-tokens", "20000")
     with running_server(tiny_model, args, tmp_path / "server.log") as url:
         proc = subprocess.run(
             [sys.executable, "-m", "sglang_fair", "bench", "--base-url", url, "--workload", "tot",

@@ -24,7 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.harness.server import CPU_FLAGS, free_ports, stop, wait_ready
+from sglang_fair.harness.memory import SAMPLER
+from sglang_fair.harness.server import cpu_server_cmd, free_ports, stop, wait_ready
 
 TOKEN = "chaos-gateway-token-0123456789abcdef"
 SERVER_HOST = "127.0.0.2"
@@ -41,11 +42,14 @@ class Proc:
     log: Path
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     popen: subprocess.Popen[bytes] | None = None
+    sampled: bool = False  # its memory is sampled (an SGLang server)
 
     def start(self) -> None:
         with open(self.log, "ab") as fh:
             self.popen = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT, env=self.env,
                                           start_new_session=True)
+        if self.sampled:
+            SAMPLER.watch(self.name, self.popen)
 
     def wait_ready(self, timeout: float) -> None:
         assert self.popen is not None
@@ -77,6 +81,7 @@ class Proc:
         """SIGKILL to the whole group, then reap it (what SGLang left behind is gone too)."""
         if self.popen is None:
             return
+        SAMPLER.unwatch(self.popen)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(os.getpgid(self.popen.pid), signal.SIGKILL)
         self.popen.wait(timeout=30)
@@ -84,6 +89,7 @@ class Proc:
 
     def stop(self) -> None:
         if self.popen is not None:
+            SAMPLER.unwatch(self.popen)
             stop(self.popen)
             self.popen = None
 
@@ -168,10 +174,10 @@ def start_cluster(stack: ExitStack, model: Path, tmp: Path, clients: dict[str, f
     env.setdefault("OMP_NUM_THREADS", "1")
     servers, links = [], {}
     for k, name in enumerate(("server-a", "server-b")):
-        cmd = [sys.executable, "-m", "sglang_fair.launch_server", "--model-path", str(model), *CPU_FLAGS,
-               "--host", SERVER_HOST, "--port", str(http[k]), "--feedback-port", str(feedback[k]),
-               *common, "--fairness-admins", ADMIN, *server_args]
-        servers.append(Proc(name, cmd, f"http://{SERVER_HOST}:{http[k]}", tmp / f"{name}.log", env))
+        cmd = cpu_server_cmd(model, http[k], ("--host", SERVER_HOST, "--feedback-port", str(feedback[k]),
+                                              *common, "--fairness-admins", ADMIN, *server_args))
+        servers.append(Proc(name, cmd, f"http://{SERVER_HOST}:{http[k]}", tmp / f"{name}.log", env,
+                            sampled=True))
         links[name] = LinkProxy((SERVER_HOST, feedback[k]), ("127.0.0.1", feedback[k]))
         stack.callback(links[name].close)
     gateways = []
