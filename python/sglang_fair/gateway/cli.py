@@ -13,7 +13,7 @@ from typing import Any
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.gateway.config import add_gateway_flags, gateway_config
-from sglang_fair.sglang_plugin.curve import GATEWAY, make_keys
+from sglang_fair.links.curve import GATEWAY, make_keys
 
 
 def register(subparsers: Any) -> None:

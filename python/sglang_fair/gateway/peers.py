@@ -31,7 +31,8 @@ import zmq.asyncio
 
 from sglang_fair.core.errors import require
 from sglang_fair.gateway import peer_msgs as pm
-from sglang_fair.sglang_plugin.curve import CurveKeys, serve_curve
+from sglang_fair.links.curve import CurveKeys
+from sglang_fair.links.sockets import publisher, subscriber
 
 logger = logging.getLogger("sglang_fair.gateway")
 Released = tuple[int, str]  # (worker, client) of a request in flight that a dead run dispatched
@@ -177,10 +178,7 @@ class PeerLink:
         self.seq = 0
         self.mine: dict[str, pm.Dispatched] = {}  # this replica's requests in flight, as announced
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self.pub = self.context.socket(zmq.PUB)
-        self.pub.setsockopt(zmq.LINGER, 0)
-        self.auth = serve_curve(self.pub, keys) if keys is not None else None
-        self.pub.bind(f"tcp://{config.host}:{config.port}")
+        self.pub, self.auth = publisher(self.context, config.host, config.port, keys)
         self.sent_bytes = 0
 
     def _next(self) -> int:
@@ -215,15 +213,8 @@ class PeerLink:
     def subscribe(self, key_name: str, address: str) -> tuple[Any, Any]:
         """An asyncio context and SUB socket on one peer (CURVE with the peer's own key)."""
         context = zmq.asyncio.Context()
-        sock = context.socket(zmq.SUB)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-        if self.keys is not None:
-            sock.curve_secretkey, sock.curve_publickey = self.keys.secret, self.keys.public
-            sock.curve_serverkey = self.peer_key(key_name)
-        sock.setsockopt(zmq.SUBSCRIBE, b"")
-        sock.connect(f"tcp://{address}")
-        return context, sock
+        server_key = self.peer_key(key_name) if self.keys is not None else None
+        return context, subscriber(context, f"tcp://{address}", self.keys, server_key)
 
     def close(self) -> None:
         if self.auth is not None:

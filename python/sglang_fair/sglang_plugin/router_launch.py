@@ -156,7 +156,7 @@ class RouterProcess:
 def with_client_ttl(settings: RouterSettings, config: FairConfig, num_workers: int = 1) -> RouterSettings:
     """The router forgets idle clients as the schedulers do (``--client-ttl``; never with keys) and
     bounds a client's requests in flight at ``--client-max-queued`` per worker (0: no bound)."""
-    service = replace(settings.service, client_ttl=config.idle_ttl(),
+    service = replace(settings.service, client_ttl=config.edge.idle_ttl(),
                       client_max_inflight=config.client_max_queued * num_workers)
     return replace(settings, service=service)
 

@@ -37,7 +37,7 @@ def validate_policy(original: Any, self: Any, policy: str, tree_cache: Any) -> A
         return original(self, policy, tree_cache)
     config = config_from_env()
     admission = make_admission_policy(config.for_policy(policy))
-    setattr(self, STATE_ATTR, FairState(admission, client_ttl=config.idle_ttl()))
+    setattr(self, STATE_ATTR, FairState(admission, client_ttl=config.edge.idle_ttl()))
     cost = admission.cost
     logger.info("sglang-fair: %s admission (Q^u=%s, w_e=%s, w_q=%s, weights=%s)", policy,
                 admission.quantum, cost.w_e, cost.w_q, dict(cost.client_weights))

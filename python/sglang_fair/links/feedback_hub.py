@@ -1,12 +1,12 @@
 """A server's feedback to gateways: its workers' evictions and heartbeats, published on one TCP port.
 
-``sglang-fair serve --feedback-port P`` starts a :class:`FeedbackHub` in the server's HTTP process:
-every scheduler pushes its notices (``worker_msgs``: ``Evicted``, ``Heartbeat``, and ``Finished``
-for requests its router sent) to the hub over ``ipc://``, and the hub publishes them (ZMQ PUB) to
-every gateway subscribed. The port binds to ``--feedback-host`` (loopback by default); any other
-address needs ``--feedback-keys DIR`` (``curve.py``): the link is then CurveZMQ, authenticated and
-encrypted, and only the gateways whose public keys are in DIR are let in. ``GET
-/sglang_fair/feedback`` tells a gateway the port (:func:`advert`), so a gateway needs only the
+``sglang-fair serve --feedback-port P`` starts a :class:`FeedbackHub` in the server's HTTP process
+(``sglang_plugin/launcher.py``): every scheduler pushes its notices (``worker_msgs``: ``Evicted``,
+``Heartbeat``, and ``Finished`` for requests its router sent) to the hub over ``ipc://``, and the hub
+publishes them (ZMQ PUB) to every gateway subscribed. The port binds to ``--feedback-host`` (loopback
+by default); any other address needs ``--feedback-keys DIR`` (``curve.py``): the link is then
+CurveZMQ, authenticated and encrypted, and only the gateways whose public keys are in DIR are let in.
+``GET /sglang_fair/feedback`` tells a gateway the port (:func:`advert`), so a gateway needs only the
 server's URL. A slow gateway loses notices (PUB drops at its high-water mark), never slows a worker.
 """
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import ipaddress
-import json
 import logging
 import os
 import threading
@@ -24,7 +23,8 @@ from typing import Any, ClassVar
 import zmq
 
 from sglang_fair.core.errors import require
-from sglang_fair.sglang_plugin.curve import serve_curve, server_keys
+from sglang_fair.links.curve import server_keys
+from sglang_fair.links.sockets import publisher
 
 logger = logging.getLogger("sglang_fair")
 ENV_HUB = "SGLANG_FAIR_HUB"  # the hub's ipc:// endpoint, for the schedulers
@@ -78,10 +78,8 @@ class FeedbackHub:
         self.inbound = f"ipc://{os.path.join(directory, 'feedback-hub')}"
         self.pull = self.context.socket(zmq.PULL)
         self.pull.bind(self.inbound)
-        self.pub = self.context.socket(zmq.PUB)
-        self.pub.setsockopt(zmq.LINGER, 0)
-        self.auth = serve_curve(self.pub, server_keys(config.keys)) if config.keys else None
-        self.pub.bind(f"tcp://{config.host}:{config.port}")
+        keys = server_keys(config.keys) if config.keys else None
+        self.pub, self.auth = publisher(self.context, config.host, config.port, keys)
         self.thread = threading.Thread(target=self._run, name="sglang-fair-feedback-hub", daemon=True)
 
     def start(self) -> FeedbackHub:
@@ -109,14 +107,3 @@ def advert(config: FeedbackConfig) -> dict[str, Any]:
     it speaks CURVE, and the heartbeat interval."""
     return {"v": ADVERT_VERSION, "port": config.port, "curve": bool(config.keys),
             "heartbeat_interval": config.heartbeat_interval}
-
-
-def make_advert_endpoint(config: FeedbackConfig) -> Any:
-    from starlette.responses import Response
-
-    body = json.dumps(advert(config)).encode()
-
-    async def feedback_endpoint(request: Any) -> Any:
-        return Response(body, media_type="application/json")
-
-    return feedback_endpoint

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_fair.sglang_plugin.identity import ASGIApp, Receive, Scope, Send, error_body, json_body, send_json
+from sglang_fair.edge.asgi import ASGIApp, Receive, Scope, Send, json_body
+from sglang_fair.edge.errors import error_body, send_json
 
 DEFAULT_MODEL = "default"
 MODEL_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", "/v1/embeddings"})
@@ -59,7 +60,7 @@ def refusal(path: str, body: object, names: ModelNames | None) -> dict[str, Any]
 class ModelNameMiddleware:
     """ASGI middleware: 404 (:func:`refusal`) for a POST whose body names a model ``names()`` does not
     accept; ``names()`` is asked per request (None: not known yet, any name passes). The body is read
-    once with the other middlewares (``identity.json_body``)."""
+    once with the other middlewares (``asgi.json_body``)."""
 
     def __init__(self, app: ASGIApp, names: Callable[[], ModelNames | None]) -> None:
         self.app, self.names = app, names

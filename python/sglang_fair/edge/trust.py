@@ -21,19 +21,15 @@ import hmac
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from sglang_fair.core.errors import ConfigError
-from sglang_fair.sglang_plugin.identity import (
-    TRUST_KEY,
-    ASGIApp,
-    Receive,
-    Scope,
-    Send,
-    buffer_body,
-    send_error,
-)
+from sglang_fair.edge.asgi import ASGIApp, Receive, Scope, Send, buffer_body, headers_of, scope_state
+from sglang_fair.edge.errors import send_error
+from sglang_fair.edge.keys import read_lines
 
 TOKEN_HEADER = "x-sglang-fair-gateway-token"
+TRUST_KEY = "sglang_fair_gateway"  # in the scope's state: the request carries the gateway's token
 PIN_HEADERS = ("x-data-parallel-rank", "x-override-routed-dp-rank")
 PIN_FIELDS = ("routed_dp_rank", "data_parallel_rank")
 MIN_TOKEN_CHARS = 16
@@ -57,16 +53,18 @@ class GatewayToken:
 
 def load_token_file(path: str) -> GatewayToken:
     """The token in ``path`` (its first line, stripped; at least :data:`MIN_TOKEN_CHARS` characters)."""
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"--gateway-token-file {path}: cannot read: {err}") from None
+    lines = read_lines(path, "--gateway-token-file")
     token = lines[0].strip() if lines else ""
     if len(token) < MIN_TOKEN_CHARS or any(c.isspace() for c in token):
         raise ConfigError(f"--gateway-token-file {path}: the first line must be one token of at least "
                           f"{MIN_TOKEN_CHARS} characters without spaces (e.g. from `openssl rand -hex 32`)")
     return GatewayToken(token)
+
+
+def is_trusted(scope: Mapping[str, Any] | None) -> bool:
+    """Did :class:`PinnedRankMiddleware` find the gateway's token on this request?"""
+    state = (scope or {}).get("state")
+    return isinstance(state, Mapping) and state.get(TRUST_KEY) is True
 
 
 def pinned_rank(headers: Mapping[str, str], body: bytes) -> str | None:
@@ -98,9 +96,9 @@ class PinnedRankMiddleware:
         if scope.get("type") != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
+        headers = headers_of(scope)
         trusted = self.token.accepts(headers)
-        scope.setdefault("state", {})[TRUST_KEY] = trusted
+        scope_state(scope)[TRUST_KEY] = trusted
         if not trusted:
             body = b""
             if scope.get("method") == "POST":

@@ -118,13 +118,6 @@ def serve_curve(socket: zmq.Socket[Any], keys: CurveKeys) -> ThreadAuthenticator
     return auth
 
 
-def connect_curve(socket: zmq.Socket[Any], keys: CurveKeys) -> None:
-    """Make ``socket`` (before it connects) a CURVE client of the servers' key."""
-    socket.curve_secretkey = keys.secret
-    socket.curve_publickey = keys.public
-    socket.curve_serverkey = keys.peers[0]
-
-
 class _Allow:
     """ZAP credentials provider: a client is admitted iff its public key is one of ``allowed``."""
 

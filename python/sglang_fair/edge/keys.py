@@ -59,11 +59,15 @@ def parse_key_lines(lines: list[str], name: str = "<keys>") -> KeyTable:
     return KeyTable(clients, weights)
 
 
-def load_key_file(path: str) -> KeyTable:
-    """Read and parse a key file; unreadable files raise :class:`ConfigError`."""
+def read_lines(path: str, flag: str) -> list[str]:
+    """The lines of the text file ``path`` that ``flag`` names (a :class:`ConfigError` if unreadable)."""
     try:
         with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
+            return fh.read().splitlines()
     except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"--client-keys {path}: cannot read: {err}") from None
-    return parse_key_lines(lines, path)
+        raise ConfigError(f"{flag} {path}: cannot read: {err}") from None
+
+
+def load_key_file(path: str) -> KeyTable:
+    """Read and parse a key file; unreadable files raise :class:`ConfigError`."""
+    return parse_key_lines(read_lines(path, "--client-keys"), path)

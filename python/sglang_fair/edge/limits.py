@@ -10,7 +10,8 @@
 
 from __future__ import annotations
 
-from sglang_fair.sglang_plugin.identity import ASGIApp, Message, Receive, Scope, Send, send_error
+from sglang_fair.edge.asgi import ASGIApp, Message, Receive, Scope, Send
+from sglang_fair.edge.errors import send_error
 
 RETRY_AFTER = (b"retry-after", b"1")
 WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
