@@ -4,13 +4,13 @@ the DLPM property tests."""
 
 from __future__ import annotations
 
-from hypothesis import given
-
 from fairness_support import COST, PROPERTY, Workload, check_bound
+from hypothesis import given
+from theorems import SINGLE, WEIGHTED, dlpm_theorem_4_1, weighted_dlpm_theorem_4_1
+
 from sglang_fair.admission.budgets import SlotBudget
 from sglang_fair.admission.dlpm_light import DLPMLight
 from support import R, admission_order, arrive, policy, req, run_cluster
-from test_fairness_properties import SINGLE, WEIGHTED, dlpm_theorem_4_1, weighted_dlpm_theorem_4_1
 
 
 # ---- change 1: counters outlive idle periods, refills top up ---------------------------------------

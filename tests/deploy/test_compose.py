@@ -18,10 +18,10 @@ import pytest
 from deploy_support import DOCKER, ROOT, instructions
 
 from sglang_fair.cli import build_parser
+from sglang_fair.edge.keys import load_key_file
 from sglang_fair.gateway.config import gateway_config
+from sglang_fair.links.curve import make_keys
 from sglang_fair.sglang_plugin.config import build_config
-from sglang_fair.sglang_plugin.curve import make_keys
-from sglang_fair.sglang_plugin.keys import load_key_file
 from sglang_fair.sglang_plugin.launcher import check_combination
 from sglang_fair.sglang_plugin.router_launch import check_router_args, flag_value, plan_router
 from sglang_fair.sglang_plugin.router_link import router_settings
@@ -160,7 +160,7 @@ def test_project_flags_parse_and_validate(compose: dict[str, Any], operator_file
             args = parser.parse_args(host_argv(service, operator_files))
             assert args.command == "gateway", name
             config = gateway_config(args)  # the gateway's own validation; reads the keys and token files
-            assert config.key_table.enabled and config.token.enabled, name
+            assert config.edge.key_table.enabled and config.edge.gateway_token.enabled, name
             continue
         args, extra = parser.parse_known_args(host_argv(service, operator_files))
         assert args.command == "serve", name
@@ -169,7 +169,7 @@ def test_project_flags_parse_and_validate(compose: dict[str, Any], operator_file
         router_settings(args)
         if name == "sglang-fair-dp":
             assert plan_router(extra).policy == "fair_cache_aware"
-            assert config.key_table.enabled
+            assert config.edge.key_table.enabled
 
 
 def check_with_sglang(name: str, service: dict[str, Any], sglang_parser: argparse.ArgumentParser,
@@ -185,12 +185,14 @@ def check_with_sglang(name: str, service: dict[str, Any], sglang_parser: argpars
     assert check_router_args(plan, server_args).policy == plan.policy, name
 
 
+@pytest.mark.sglang
 def test_sglang_accepts_every_passed_through_flag(compose: dict[str, Any], operator_files: dict[str, Path],
                                                    sglang_parser: argparse.ArgumentParser) -> None:
     for name, service in servers(compose).items():
         check_with_sglang(name, service, sglang_parser, operator_files)
 
 
+@pytest.mark.sglang
 @pytest.mark.parametrize("bad", [["--no-such-flag"], ["--schedule-policy", "nonsense"], ["--dp-size", "two"]])
 def test_negative_control_a_bad_flag_is_caught(compose: dict[str, Any], bad: list[str],
                                               operator_files: dict[str, Path],

@@ -16,12 +16,6 @@ SERVER_BUDGET = 4 * GIB  # one CPU server of the tiny model, every process of it
 PEAKS: list[tuple[str, Peak]] = []  # (module, peak) of every server the e2e modules started
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "e2e: starts real SGLang servers on CPU (minutes; needs the sglang extra)"
-    )
-
-
 @pytest.fixture(scope="session")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random-weight Llama + tokenizer, built offline by scripts/make_tiny_model.py."""

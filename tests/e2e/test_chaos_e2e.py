@@ -26,7 +26,7 @@ from sglang_fair.harness.cluster import Cluster, start_cluster
 from sglang_fair.harness.soak import at_rate, capacity, soak
 from sglang_fair.harness.traffic import Traffic
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timers]
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from sglang_fair.core.errors import ConfigError
-from sglang_fair.sglang_plugin.identity import ClientIdentityMiddleware, Unauthorized, resolve_client
-from sglang_fair.sglang_plugin.keys import KeyTable, load_key_file, parse_key_lines
+from sglang_fair.edge.identity import ClientIdentityMiddleware, Unauthorized, resolve_client
+from sglang_fair.edge.keys import KeyTable, load_key_file, parse_key_lines
 
 KEYS = parse_key_lines(["# comment", "", "k-alice alice 2", "k-bob bob"], "keys.txt")
 NO_KEYS = KeyTable()

@@ -14,14 +14,15 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from test_plugin_cli import sglang_args
+from plugin_support import sglang_args
 
+from sglang_fair.edge.admins import AdminOnlyMiddleware
+from sglang_fair.edge.identity import ClientIdentityMiddleware
+from sglang_fair.edge.limits import EdgeLimitsMiddleware
+from sglang_fair.edge.model_names import ModelNameMiddleware, ModelNames, refusal
+from sglang_fair.edge.trust import PinnedRankMiddleware
 from sglang_fair.sglang_plugin import http_hooks
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FairConfig, build_config
-from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
-from sglang_fair.sglang_plugin.gateway_trust import PinnedRankMiddleware
-from sglang_fair.sglang_plugin.identity import ClientIdentityMiddleware
-from sglang_fair.sglang_plugin.model_names import ModelNameMiddleware, ModelNames, refusal
 from sglang_fair.sglang_plugin.router_link import ENV_ROUTER
 
 NAMES = ModelNames.of("tiny", "/models/tiny")
@@ -141,7 +142,7 @@ def test_serve_checks_after_the_key_and_reads_the_body_once(monkeypatch: pytest.
     keys.write_text("k-alice alice\n")
     fake = installed(monkeypatch, build_config({"client_keys": str(keys)}))
     order = [cls for cls, _ in fake.added]
-    assert order == [ModelNameMiddleware, ClientIdentityMiddleware, EdgeLimitsMiddleware]
+    assert order == [ModelNameMiddleware, AdminOnlyMiddleware, ClientIdentityMiddleware, EdgeLimitsMiddleware]
     unknown = json.dumps({"model": "gpt-4o", "prompt": "a"}).encode()
     sent, _, _ = run(fake.wrap, unknown)
     assert sent[0]["status"] == 401  # the key first, as OpenAI: a stranger learns nothing
@@ -156,7 +157,7 @@ def test_every_middleware_that_needs_the_body_shares_one_read(monkeypatch: pytes
     """The pin check, identity (the ``user`` field) and the model check all read the body: it is
     buffered once and parsed once, and the app still reads it whole."""
     fake = installed(monkeypatch, build_config({"client_max_inflight": 2}))
-    fake.added.insert(-1, (PinnedRankMiddleware, {"token": FairConfig().gateway_token}))
+    fake.added.insert(-1, (PinnedRankMiddleware, {"token": FairConfig().edge.gateway_token}))
     buffered, parsed = counting(monkeypatch, "buffer_body"), counting(monkeypatch, "parse_json")
     body = json.dumps({"model": "tiny", "user": "carol", "prompt": "a"}).encode()
     sent, read, asked = run(fake.wrap, body)
@@ -166,12 +167,14 @@ def test_every_middleware_that_needs_the_body_shares_one_read(monkeypatch: pytes
 
 
 def counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[Any]:
-    """Record the results of ``identity.NAME`` (each module that imported it sees the counter)."""
-    import sglang_fair.sglang_plugin.gateway_trust as trust
-    import sglang_fair.sglang_plugin.identity as identity
+    """Record the results of ``asgi.NAME`` (each module that imported it sees the counter)."""
+    import sglang_fair.edge.asgi as asgi
+    import sglang_fair.edge.identity as identity
+    import sglang_fair.edge.model_names as model_names
+    import sglang_fair.edge.trust as trust
 
     results: list[Any] = []
-    original = getattr(identity, name)
+    original = getattr(asgi, name)
     if asyncio.iscoroutinefunction(original):
         async def wrapped(*args: Any) -> Any:
             results.append(await original(*args))
@@ -180,7 +183,7 @@ def counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[Any]:
         def wrapped(*args: Any) -> Any:  # type: ignore[misc]
             results.append(original(*args))
             return results[-1]
-    for module in (identity, trust):
+    for module in (asgi, identity, trust, model_names):
         if hasattr(module, name):
             monkeypatch.setattr(module, name, wrapped)
     return results
@@ -201,5 +204,5 @@ def test_the_flag_is_on_serves_command_line_and_travels() -> None:
     args = build_parser().parse_args(["serve", "--accept-any-model"])
     assert args.accept_any_model is True
     config = build_config({"accept_any_model": True})
-    assert config_from_env({ENV_CONFIG: config.to_env()}).accept_any_model is True
-    assert FairConfig().accept_any_model is False
+    assert config_from_env({ENV_CONFIG: config.to_env()}).edge.accept_any_model is True
+    assert FairConfig().edge.accept_any_model is False

@@ -14,21 +14,22 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from test_plugin_cli import sglang_needed
 
 from sglang_fair.core.errors import ConfigError
-from sglang_fair.sglang_plugin import config as config_module
-from sglang_fair.sglang_plugin import http_hooks
-from sglang_fair.sglang_plugin.config import ENV_CONFIG, FairConfig, build_config
-from sglang_fair.sglang_plugin.gateway_trust import (
+from sglang_fair.edge.config import EdgeConfig
+from sglang_fair.edge.identity import ClientIdentityMiddleware, resolve_client
+from sglang_fair.edge.keys import parse_key_lines
+from sglang_fair.edge.trust import (
     TOKEN_HEADER,
+    TRUST_KEY,
     GatewayToken,
     PinnedRankMiddleware,
     load_token_file,
     pinned_rank,
 )
-from sglang_fair.sglang_plugin.identity import TRUST_KEY, ClientIdentityMiddleware, resolve_client
-from sglang_fair.sglang_plugin.keys import parse_key_lines
+from sglang_fair.sglang_plugin import config as config_module
+from sglang_fair.sglang_plugin import http_hooks
+from sglang_fair.sglang_plugin.config import ENV_CONFIG, FairConfig, build_config
 from sglang_fair.sglang_plugin.router_link import ENV_ROUTER
 
 TOKEN = GatewayToken("s3cret-gateway-token-0123")
@@ -131,11 +132,11 @@ def test_token_file_is_validated(tmp_path: Any) -> None:
     with pytest.raises(ConfigError, match="cannot read"):
         load_token_file(str(tmp_path / "missing"))
     config = build_config({"gateway_token_file": str(good)})
-    assert config.gateway_token == TOKEN
-    assert build_config(json.loads(config.to_env())).gateway_token == TOKEN  # every SGLang process
+    assert config.edge.gateway_token == TOKEN
+    assert build_config(json.loads(config.to_env())).edge.gateway_token == TOKEN  # every SGLang process
 
 
-@sglang_needed
+@pytest.mark.sglang
 def test_the_tokenizer_hook_refuses_an_untrusted_pin(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     from sglang.srt.managers.io_struct import GenerateReqInput
 
@@ -165,5 +166,5 @@ def test_the_tokenizer_hook_refuses_an_untrusted_pin(monkeypatch: pytest.MonkeyP
 
 def test_the_middleware_is_installed_with_the_router_or_a_token() -> None:
     assert http_hooks.pins_guarded(FairConfig(), router=True)
-    assert http_hooks.pins_guarded(FairConfig(gateway_token=TOKEN), router=False)
+    assert http_hooks.pins_guarded(FairConfig(edge=EdgeConfig(gateway_token=TOKEN)), router=False)
     assert not http_hooks.pins_guarded(FairConfig(), router=False)

@@ -25,6 +25,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 import pytest
+from routing_support import Q
 
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.global_tree import GlobalRadixTree
@@ -32,7 +33,6 @@ from sglang_fair.routing import RouterConfig
 from sglang_fair.routing.d2lpm import D2LPM
 from sglang_fair.routing.fair_cache_aware import FairCacheAware
 from sglang_fair.routing.replicas import Replicas
-from test_routing import Q
 
 POLICIES = ("d2lpm", "fair_cache_aware")
 LAGS = (0, 1, 8)

@@ -12,14 +12,14 @@ import functools
 from dataclasses import dataclass, field
 
 import pytest
+from fairness_support import PROPERTY, check_bound, counterexample_found
 from hypothesis import given
 from hypothesis import strategies as st
+from theorems import CLUSTER, d2lpm_theorem_5_1
 
 import support
-from fairness_support import PROPERTY, check_bound, counterexample_found
 from sglang_fair.routing import RouterConfig, RouteRequest, RoutingPolicy, least_loaded, make_routing_policy
 from sglang_fair.routing.d2lpm import D2LPM
-from test_fairness_properties import CLUSTER, d2lpm_theorem_5_1
 
 TEMPLATE = list(range(16))  # shared by every client, shorter than guard_min_match (64)
 

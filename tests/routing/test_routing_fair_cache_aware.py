@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from fairness_support import PROPERTY, check_bound, contended, counterexample_found
 from hypothesis import given
 from hypothesis import strategies as st
+from routing_support import Q, router
+from theorems import d2lpm_theorem_5_1
 
-from fairness_support import PROPERTY, check_bound, contended, counterexample_found
 from sglang_fair.routing import RoutingPolicy
 from sglang_fair.routing.fair_cache_aware import FairCacheAware
-from test_fairness_properties import d2lpm_theorem_5_1
-from test_routing import Q, router
 
 DOC = list(range(1000, 1100))
 

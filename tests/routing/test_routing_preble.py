@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from routing_support import Q, router
 
 from sglang_fair.routing.preble import REBALANCE_AFTER, Preble
-from test_routing import Q, router
 
 
 def preble(workers: int = 2, **kw: float) -> Preble:

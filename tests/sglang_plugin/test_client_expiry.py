@@ -4,13 +4,14 @@ client is exactly a new client (what any client can become by sending another id
 from __future__ import annotations
 
 import pytest
-from plugin_fakes import FakeReq
+from plugin_support import FakeReq
 
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.budgets import SlotBudget
 from sglang_fair.core.cost import CostModel
+from sglang_fair.edge.config import EdgeConfig
+from sglang_fair.edge.keys import parse_key_lines
 from sglang_fair.sglang_plugin.config import FairConfig
-from sglang_fair.sglang_plugin.keys import parse_key_lines
 from sglang_fair.sglang_plugin.state import FairState
 
 TTL = 60.0
@@ -71,7 +72,7 @@ def test_idle_clients_are_forgotten_and_memory_stays_bounded() -> None:
     assert len(s.policy.snapshot()) == 2000
     clock.now += TTL + 1
     assert len(s.expire()) == 2000
-    assert s.policy.snapshot() == {} and not s.ledger.tokens and not s.last_active
+    assert s.policy.snapshot() == {} and not s.ledger.tokens and not s.idle.last_active
     assert s.policy.deficits == {} and s.forgotten == 2000  # type: ignore[attr-defined]
 
 
@@ -102,8 +103,8 @@ def test_vtc_keeps_the_client_whose_counter_is_the_floor() -> None:
 
 def test_no_expiry_with_keys_or_a_zero_ttl() -> None:
     keys = parse_key_lines(["k1 alice"])
-    assert FairConfig(key_table=keys).idle_ttl() == 0.0
-    assert FairConfig().idle_ttl() == 600.0
+    assert FairConfig(edge=EdgeConfig(key_table=keys)).edge.idle_ttl() == 0.0
+    assert FairConfig().edge.idle_ttl() == 600.0
     clock = Clock()
     s = fair_state("dlpm", clock, ttl=0.0)
     serve_one(s, "r", "c")

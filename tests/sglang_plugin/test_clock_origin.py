@@ -14,7 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from plugin_fakes import FakeReq
+import pytest
+from plugin_support import FakeReq
 
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.budgets import SlotBudget
@@ -26,6 +27,8 @@ from sglang_fair.sglang_plugin.state import FairState
 from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.state import RouterState
+
+pytestmark = pytest.mark.timers
 
 ORIGINS = (0.0, 60.0, 1e6)  # right after boot, a minute after, eleven days after
 

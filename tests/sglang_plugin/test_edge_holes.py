@@ -16,22 +16,24 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from plugin_fakes import FakeReq
-from test_plugin_cli import serve, sglang_args, sglang_needed
+from plugin_support import FakeReq, serve, sglang_args
 
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.budgets import SlotBudget
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.edge.admins import AdminOnlyMiddleware
+from sglang_fair.edge.config import EdgeConfig
+from sglang_fair.edge.identity import ClientIdentityMiddleware, resolve_hosts
+from sglang_fair.edge.inflight import ClientInflightMiddleware
+from sglang_fair.edge.keys import parse_key_lines
 from sglang_fair.sglang_plugin import http_hooks, scheduler_hooks
 from sglang_fair.sglang_plugin.config import FairConfig, build_config
-from sglang_fair.sglang_plugin.identity import ClientIdentityMiddleware, resolve_hosts
-from sglang_fair.sglang_plugin.keys import parse_key_lines
 from sglang_fair.sglang_plugin.router_link import ENV_ROUTER
 from sglang_fair.sglang_plugin.state import FairState
 
 KEYS = parse_key_lines(["k-alice alice", "k-bob bob", "k-ops ops"])
-WITH_KEYS = FairConfig(key_table=KEYS, fairness_admins="ops")
+WITH_KEYS = FairConfig(edge=EdgeConfig(key_table=KEYS), fairness_admins="ops")
 Sent = list[MutableMapping[str, Any]]
 
 
@@ -52,7 +54,7 @@ def test_unguarded_entrances_are_refused(server: SimpleNamespace, message: str) 
         http_hooks.check_edge(sglang_args("lpm", tokenizer_worker_num=2), FairConfig(), router=True)
 
 
-@sglang_needed
+@pytest.mark.sglang
 def test_unguarded_entrances_exit_2_after_sglang_parses() -> None:
     done = serve("--schedule-policy", "dlpm", "--tokenizer-worker-num", "2", "--grpc-port", "30001")
     assert done.returncode == 2, done.stderr[-2000:]
@@ -63,7 +65,7 @@ def test_fairness_admins_need_keys_and_known_clients() -> None:
     with pytest.raises(ConfigError, match="needs --client-keys"):
         build_config({"fairness_admins": "ops"})
     with pytest.raises(ConfigError, match="without a key in --client-keys: nobody"):
-        FairConfig(key_table=KEYS, fairness_admins="ops,nobody")
+        FairConfig(edge=EdgeConfig(key_table=KEYS), fairness_admins="ops,nobody")
 
 
 # ---- the middleware -----------------------------------------------------------------------------------
@@ -74,8 +76,8 @@ def middleware(config: FairConfig, warmup: bool = False,
     async def app(scope: Any, receive: Any, send: Any) -> None:
         seen["client"] = (scope.get("state") or {}).get("sglang_fair_client")
 
-    return ClientIdentityMiddleware(app, config.key_table, "X-Client-Id", lambda: warmup, local,
-                                    config.admins()), seen
+    inner = AdminOnlyMiddleware(app, config.admins()) if config.edge.key_table.enabled else app
+    return ClientIdentityMiddleware(inner, config.edge.key_table, "X-Client-Id", lambda: warmup, local), seen
 
 
 def call(mw: ClientIdentityMiddleware, path: str, headers: dict[str, str] | None = None,
@@ -143,7 +145,7 @@ def test_warmup_from_the_servers_own_host_address_gets_through() -> None:
 
 
 # ---- the tokenizer manager hook (SGLang's own request class) ------------------------------------------
-@sglang_needed
+@pytest.mark.sglang
 def test_routed_dp_rank_cannot_bypass_the_router(monkeypatch: pytest.MonkeyPatch) -> None:
     from sglang.srt.managers.io_struct import GenerateReqInput
 
@@ -170,7 +172,7 @@ def fair_state() -> FairState:
     return FairState(make_admission_policy(config))
 
 
-@sglang_needed
+@pytest.mark.sglang
 def test_request_aborted_in_retract_decode_leaves_the_state() -> None:
     from sglang.srt.managers.schedule_batch import FINISH_ABORT, Req
     from sglang.srt.sampling.sampling_params import SamplingParams
@@ -231,7 +233,8 @@ def test_a_client_over_its_inflight_limit_gets_429_and_others_do_not() -> None:
         entered.append(scope["state"]["sglang_fair_client"])
         await release.wait()
 
-    mw = ClientIdentityMiddleware(app, KEYS, "X-Client-Id", lambda: False, max_inflight=2)
+    limit = ClientInflightMiddleware(app, max_inflight=2)
+    mw = ClientIdentityMiddleware(limit, KEYS, "X-Client-Id", lambda: False)
 
     async def one(key: str) -> Sent:
         sent: Sent = []
@@ -258,7 +261,7 @@ def test_a_client_over_its_inflight_limit_gets_429_and_others_do_not() -> None:
         assert entered == ["alice", "alice", "bob"]
         release.set()
         await asyncio.gather(*first, bob)
-        assert mw.inflight == {}  # released (and no entry kept per client)
+        assert limit.inflight == {}  # released (and no entry kept per client)
         assert await one("k-alice") == []
 
     asyncio.run(scenario())
@@ -274,7 +277,8 @@ def test_a_slot_is_free_once_the_answer_is_sent_not_when_the_app_returns() -> No
         await send({"type": "http.response.body", "body": b"data: [DONE]", "more_body": False})
         await background.wait()  # SGLang's create_abort_task
 
-    mw = ClientIdentityMiddleware(app, KEYS, "X-Client-Id", lambda: False, max_inflight=1)
+    limit = ClientInflightMiddleware(app, max_inflight=1)
+    mw = ClientIdentityMiddleware(limit, KEYS, "X-Client-Id", lambda: False)
     scope = {"type": "http", "path": "/generate", "method": "POST", "client": ("10.0.0.1", 5),
              "headers": [(b"authorization", b"Bearer k-alice")]}
 
@@ -291,18 +295,18 @@ def test_a_slot_is_free_once_the_answer_is_sent_not_when_the_app_returns() -> No
         first, second = [], []
         running = asyncio.create_task(one(first))
         await asyncio.sleep(0)
-        assert first[-1]["body"] == b"data: [DONE]" and not running.done() and mw.inflight == {}
+        assert first[-1]["body"] == b"data: [DONE]" and not running.done() and limit.inflight == {}
         task = asyncio.create_task(one(second))
         await asyncio.sleep(0)
         assert second[0]["status"] == 200, second  # admitted, not 429
         background.set()
         await asyncio.gather(running, task)
-        assert mw.inflight == {}
+        assert limit.inflight == {}
 
     asyncio.run(scenario())
 
 
-@sglang_needed
+@pytest.mark.sglang
 def test_an_absurd_n_is_refused_before_sglang_expands_the_batch() -> None:
     """Found by the generated e2e test: ``n`` = 10^12 made SGLang multiply the prompt list by n."""
     from sglang.srt.managers.io_struct import GenerateReqInput
@@ -322,6 +326,7 @@ def test_an_absurd_n_is_refused_before_sglang_expands_the_batch() -> None:
     assert http_hooks.generate_request(original, None, ok, request) == "sent"
 
 
+@pytest.mark.sglang
 @pytest.mark.parametrize(("fields", "message"), [
     ({"text": "hi", "sampling_params": [{}]}, "must be an object for a single prompt"),
     ({"text": "", "sampling_params": []}, "must be an object for a single prompt"),
@@ -347,6 +352,7 @@ def test_sampling_params_not_fitting_the_prompts_are_refused(fields: dict[str, A
             [crashed[i] for i in range(crashed.batch_size)]
 
 
+@pytest.mark.sglang
 @pytest.mark.parametrize("fields", [{"text": "hi"}, {"text": "hi", "sampling_params": {"n": 2}},
                                     {"text": ["a", "b"], "sampling_params": [{}, {"n": 2}]},
                                     {"text": ["a", "b"], "sampling_params": {}}, {"input_ids": [[1], [2]]}])

@@ -60,6 +60,7 @@ def test_a_feature_the_router_cannot_serve_keeps_sglangs_routing(
     assert len(notices) == 1 and named in notices[0]
 
 
+@pytest.mark.sglang
 def test_the_launcher_resolves_defaults_and_chosen_routers_with_sglangs_parser(
         sglang_parser: argparse.ArgumentParser) -> None:
     """What ``serve`` hands SGLang: a routing policy of this project passes SGLang's parser (as its

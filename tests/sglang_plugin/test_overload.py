@@ -10,12 +10,11 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from plugin_fakes import FakeReq
-from test_plugin_cli import sglang_needed
+from plugin_support import FakeReq
 
+from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.sglang_plugin import client_bound
 from sglang_fair.sglang_plugin.config import FairConfig, build_config
-from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
 
 Sent = list[MutableMapping[str, Any]]
 
@@ -33,7 +32,7 @@ def test_refusal_counts_only_the_clients_own_waiting_requests() -> None:
     assert client_bound.refusal(waiting, retracted, 1) is None  # admitted already: never refused
 
 
-@sglang_needed
+@pytest.mark.sglang
 def test_the_scheduler_hook_aborts_with_429_after_sglangs_own_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(client_bound, "queued_limit", lambda: 2)
     aborted: list[Any] = []
@@ -52,7 +51,7 @@ def test_the_scheduler_hook_aborts_with_429_after_sglangs_own_bound(monkeypatch:
 
 def test_the_default_bound_and_body_limit() -> None:
     config = FairConfig()
-    assert config.client_max_queued == 1024 and config.max_body_bytes == 16 << 20
+    assert config.client_max_queued == 1024 and config.edge.max_body_bytes == 16 << 20
     assert build_config(json.loads(config.to_env())) == config
     with pytest.raises(ValueError, match="client-max-queued"):
         FairConfig(client_max_queued=-1)

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from plugin_support import serve, sglang_args
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin.config import FairConfig, build_config, config_from_env
 from sglang_fair.sglang_plugin.launcher import check_combination
-
-
-def serve(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1")
-    return subprocess.run(
-        [sys.executable, "-m", "sglang_fair.launch_server", "--model-path", "/nonexistent", *args],
-        capture_output=True, text=True, timeout=timeout, env=env,
-    )
 
 
 @pytest.mark.parametrize(
@@ -53,12 +43,8 @@ def test_config_travels_through_the_environment(tmp_path: Path) -> None:
     config = build_config({"fair_quantum": 512.0, "client_keys": str(keys), "client_weights": "bob=3"})
     again = config_from_env({"SGLANG_FAIR_CONFIG": config.to_env()})
     assert again == config
-    assert again.weights() == {"bob": 3.0, "alice": 2.0}
+    assert again.cost().client_weights == {"bob": 3.0, "alice": 2.0}
     assert config_from_env({}) == FairConfig()
-
-
-def sglang_args(policy: str, **kw: object) -> SimpleNamespace:
-    return SimpleNamespace(schedule_policy=policy, **kw)
 
 
 @pytest.mark.parametrize(
@@ -86,12 +72,7 @@ def test_weight_conflict_between_flag_and_key_file(tmp_path: Path) -> None:
         build_config({"client_keys": str(keys), "client_weights": "alice=3"})
 
 
-sglang_needed = pytest.mark.skipif(
-    __import__("importlib").util.find_spec("sglang") is None, reason="SGLang not installed"
-)
-
-
-@sglang_needed
+@pytest.mark.sglang
 def test_unknown_policy_is_sglangs_usage_error() -> None:
     done = serve("--schedule-policy", "nope")
     assert done.returncode == 2
@@ -99,7 +80,7 @@ def test_unknown_policy_is_sglangs_usage_error() -> None:
     assert "'dlpm'" in done.stderr and "'vtc'" in done.stderr  # the plugin's names are offered
 
 
-@sglang_needed
+@pytest.mark.sglang
 def test_conflicting_flag_exits_2_after_sglang_parses() -> None:
     done = serve("--schedule-policy", "dlpm", "--enable-priority-scheduling")
     assert done.returncode == 2

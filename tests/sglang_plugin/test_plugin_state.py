@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from plugin_fakes import FakeReq
+from plugin_support import FakeReq
 
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.budgets import SlotBudget as FakeBudget

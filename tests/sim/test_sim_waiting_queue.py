@@ -13,12 +13,12 @@ import random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from radix_support import longest, tree_prefixes
 
 from sglang_fair.admission.lpm import LpmOrdered, lpm_order
 from sglang_fair.core.radix_cache import CacheNode, LocalRadixCache
 from sglang_fair.sim.request import EngineRequest
 from sglang_fair.sim.waiting import WaitingQueue
-from test_radix_cache import longest, tree_prefixes
 
 tokens = st.lists(st.integers(0, 2), min_size=1, max_size=7)
 ops = st.lists(

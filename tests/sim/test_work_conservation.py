@@ -19,9 +19,9 @@ import math
 from collections.abc import Sequence
 
 import pytest
+from fairness_support import CONTROL, PROPERTY, Workload, contended
 from hypothesis import given
 
-from fairness_support import CONTROL, PROPERTY, Workload, contended
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.base import Budget, R, WaitingRequest
 from sglang_fair.admission.fcfs import FCFS
