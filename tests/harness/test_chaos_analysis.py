@@ -3,10 +3,24 @@
 from __future__ import annotations
 
 import io
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
 
-from sglang_fair.harness.chaos import Fault, Window, charge_check, fault_row, recovery_time
+from sglang_fair.harness.chaos import (
+    FAULTS,
+    Fault,
+    Window,
+    charge_check,
+    fault_row,
+    fault_seconds,
+    goals_missed,
+    recovery_time,
+)
 from sglang_fair.harness.traffic import Record, read_stream
 
+ROOT = Path(__file__).resolve().parents[2]
 NOTHING = Fault("test", "nothing", lambda c: None, lambda c: None, 0.0)
 
 
@@ -59,3 +73,23 @@ def test_a_stream_ends_ok_at_done_cut_at_an_error_event_and_is_a_transport_error
     cut = read(['data: {"choices": []}', 'data: {"error": {"message": "taken out", "code": 503}}'])
     assert cut.outcome == "cut" and "taken out" in cut.detail
     assert read(['data: {"choices": []}']).outcome == "transport"
+
+
+CLEAN_CHECK: dict[str, Any] = {"charges": {}, "not_ok": 0, "left": {"servers": {}, "gateways": {}}}
+
+
+def test_a_run_that_injected_no_fault_misses_its_goals() -> None:
+    """Found: ``--minutes 2`` skipped every fault and still printed "all goals met" with exit 0."""
+    skipped = [{"fault": f, "skipped": "needs 95 s more than --minutes leaves"} for f in FAULTS]
+    assert any("no fault was injected" in m for m in goals_missed(skipped, CLEAN_CHECK))
+    ran = {"fault": "scheduler-stop", "outcomes": {"ok": 40, "503": 2}, "recovered_after_s": 3.0}
+    assert goals_missed([ran, *skipped[1:]], CLEAN_CHECK) == []  # the control: one injected, all met
+
+
+def test_chaos_refuses_minutes_that_leave_room_for_no_fault(tmp_path: Path) -> None:
+    """Refused at once (exit 2, before a server starts), not a run that checks nothing."""
+    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "chaos.py"), "--model", str(tmp_path),
+                           "--minutes", "2"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--minutes 2 leaves room for no fault" in done.stderr, done.stderr
+    assert "cluster up" not in done.stdout
+    assert fault_seconds("server-kill", 15.0, 40.0) > fault_seconds("scheduler-stop", 15.0, 40.0)

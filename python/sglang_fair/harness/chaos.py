@@ -22,6 +22,8 @@ from sglang_fair.harness.server import get_json
 from sglang_fair.harness.traffic import Record, SlowReader, Spec, Traffic
 
 RECOVERED = 0.8  # of the completions per second before the fault
+RECOVERY_GOAL_S = 30.0  # completions back to RECOVERED of the baseline within this long after a fault
+RESTART_S = 90.0  # a server started again on this machine (budget; measured 30-60 s)
 WINDOW_S = 5.0  # completions are counted over the last WINDOW_S seconds
 DEADLINE_S = 60.0  # a client gives up on a request after this long
 SERVER_ARGS = ("--max-running-requests", "8", "--max-total-tokens", "6000")
@@ -228,3 +230,38 @@ def check_phase(cluster: Cluster, seconds: float) -> dict[str, Any]:
     charges = charge_check(before, fairness_totals(cluster), [r for r in records if r.outcome == "ok"])
     return {"seconds": seconds, "requests": len(records),
             "not_ok": sum(1 for r in records if r.outcome != "ok"), "charges": charges, "left": left}
+
+
+def fault_seconds(name: str, baseline: float, watch: float) -> float:
+    """How long fault ``name``'s phase takes: its baseline, hold and watch (and a killed process's
+    restart)."""
+    return baseline + FAULTS[name].hold + watch + (RESTART_S if "kill" in name else 0.0)
+
+
+def goals_missed(rows: list[dict[str, Any]], check: dict[str, Any]) -> list[str]:
+    """The goals a chaos run missed (``rows``: a fault's row or ``{"fault", "skipped"}``; ``check``: the
+    final check); a run that injected no fault misses the first goal: it checked nothing."""
+    missed = []
+    if not any("skipped" not in row for row in rows):
+        missed.append("no fault was injected (every one skipped: give --minutes more time), so nothing "
+                      "was checked under a fault")
+    for row in rows:
+        if "skipped" in row:
+            continue
+        outcomes = row["outcomes"]
+        if outcomes.get("deadline"):
+            missed.append(f"{row['fault']}: {outcomes['deadline']} request(s) past the deadline")
+        if other := {k: v for k, v in outcomes.items() if k in ("4xx", "5xx")}:
+            missed.append(f"{row['fault']}: {other} (only 503 may fail a request)")
+        if row["recovered_after_s"] is None or row["recovered_after_s"] > RECOVERY_GOAL_S:
+            missed.append(f"{row['fault']}: not back to 80% of the baseline within {RECOVERY_GOAL_S:g} s")
+    for client, c in check["charges"].items():
+        if any(c[f"charged_{k}"] != c[f"answered_{k}"] for k in ("requests", "input_tokens",
+                                                                   "output_tokens")):
+            missed.append(f"check: {client} charged {c} (each request once)")
+    if check["not_ok"]:
+        missed.append(f"check: {check['not_ok']} request(s) failed with no fault")
+    if any(check["left"]["servers"].values()) or any(
+            v for h in check["left"]["gateways"].values() for v in h.values()):
+        missed.append(f"check: left in flight {check['left']}")
+    return missed
