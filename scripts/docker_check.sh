@@ -28,14 +28,17 @@
 #                gateway takes it back and routes to it
 #   failover     server B killed (compose kill): the gateway takes it out, chats through the gateway still
 #                200; compose start B (it boots during the next step)
-#   gpu          docker/Dockerfile on a stand-in for SGLang's image: build, selfcheck, entry point, user,
-#                volumes, and its HEALTHCHECK command against running server A
+#   gpu          docker/Dockerfile on a stand-in for SGLang's image (built in the background since the build
+#                step): selfcheck, entry point, user, volumes, and its HEALTHCHECK command against server A
 #   taken-back   server B healthy again; the gateway takes it back and routes to it
 #   fleet-down   compose down leaves no container or network of the project
 #   try          the cpu profile as docs/deploy.md's "Try it on CPU" runs it (compose.yaml alone, no keys):
 #                up, healthy, a chat naming its client in X-Client-Id, /fairness and /metrics show it; down
 # --keep leaves the engine running and the images in place (a second run then skips the bases). Without it,
 # the script removes what it made (containers, volumes, its images and bases) and stops a dockerd it started.
+# --prepare runs only engine, bases and build (and builds the gpu step's image), and leaves them for the next
+# run, which then stops a dockerd the --prepare run started (.ci/run prepares while the tests run: the steps
+# mostly wait on the network and run at nice 19, so the tests keep the cores).
 # Settings: SGLANG_FAIR_CHECK_NICE (19: heavy steps and a dockerd started here run at low priority),
 # SGLANG_FAIR_CHECK_STORAGE_DRIVER (dockerd's choice; vfs where overlay2 cannot mount), SGLANG_FAIR_CHECK_WHEELS
 # (a folder with the CPU torch wheel; default: pip's find-links folders), SGLANG_FAIR_CHECK_PYTHON312
@@ -47,9 +50,13 @@ ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 # shellcheck source=scripts/docker_check_lib.sh
 source "$ROOT/scripts/docker_check_lib.sh"
 
-KEEP=0
+KEEP=0 PREPARE=0
 for arg in "$@"; do
-  case "$arg" in --keep) KEEP=1 ;; *) die "unknown argument $arg (usage: scripts/docker_check.sh [--keep])" ;; esac
+  case "$arg" in
+    --keep) KEEP=1 ;;
+    --prepare) PREPARE=1 KEEP=1 ;;
+    *) die "unknown argument $arg (usage: scripts/docker_check.sh [--keep | --prepare])" ;;
+  esac
 done
 NICE="${SGLANG_FAIR_CHECK_NICE:-19}"
 STORAGE_DRIVER="${SGLANG_FAIR_CHECK_STORAGE_DRIVER:-}"
@@ -66,8 +73,10 @@ GPU_IMAGE="sglang-fair:0.1.0-check"
 PROJECT="sglang-fair-check"
 GPU_VOLUMES=(sglang-fair-check-models sglang-fair-check-hf)
 ENGINE_PID=/run/sglang-fair-check-dockerd.pid
+ENGINE_OWNED="$ENGINE_PID.prepared"  # a --prepare run started the engine (holds whether it opened the bridges)
 WORK="$(mktemp -d /tmp/sglang-fair-docker-check.XXXXXX)"
 STARTED_ENGINE=0 OPENED_BRIDGES=0 WHEEL_SERVER="" CONTAINER="" COMPOSE_USED=0 STEP="" STEP_START=0 BOOTING=""
+GPU_BUILD=""  # the background build of the gpu step's image (started after the build step)
 TIMES=() COMPOSE=() COMPOSE_NAME=""
 START="$(date +%s)"
 
@@ -109,6 +118,7 @@ down_and_check() {  # compose down (with the given compose function), then nothi
 
 cleanup() {
   set +e
+  [[ -n "$GPU_BUILD" ]] && { pkill -P "$GPU_BUILD"; kill "$GPU_BUILD"; wait "$GPU_BUILD"; } 2>/dev/null
   [[ -n "$CONTAINER" ]] && kill -CONT "$(docker inspect -f '{{.State.Pid}}' "$CONTAINER" 2>/dev/null)" 2>/dev/null
   [[ "$COMPOSE_USED" == 1 ]] && fleet down -v --remove-orphans >/dev/null 2>&1 && compose down -v --remove-orphans >/dev/null 2>&1
   [[ -n "$WHEEL_SERVER" ]] && kill "$WHEEL_SERVER" 2>/dev/null
@@ -180,6 +190,30 @@ COMPOSE_USED=1
 low "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" -f "$ROOT/docker/compose.check.yaml" \
   --profile cpu build >"$WORK/build-cpu.log" 2>&1 || die "compose build failed: $(tail -15 "$WORK/build-cpu.log")"
 grep -E "modules imported|^ok$|tiny llama" "$WORK/build-cpu.log" | sed 's/^/docker_check: build: /' || true
+# The gpu step's image is built meanwhile (the stand-in for SGLang's image, then docker/Dockerfile on it):
+# the steps until then mostly wait for servers to boot. Its output is shown, and its failure named, there.
+build_gpu_image() {
+  local sglang_image="${SGLANG_FAIR_CHECK_SGLANG_IMAGE:-}"
+  if [[ -z "$sglang_image" ]]; then
+    if ! have_image "$LOCAL_SGLANG"; then
+      make_debian_base
+      copy_python312 "$WORK/sglang-context"
+      build_local sglang "$LOCAL_SGLANG" "$WORK/sglang-context"
+    fi
+    sglang_image="$LOCAL_SGLANG"
+  fi
+  low docker build --network host -f "$ROOT/docker/Dockerfile" --build-arg SGLANG_IMAGE="$sglang_image" \
+    -t "$GPU_IMAGE" "$ROOT" >"$WORK/build-gpu.log" 2>&1 \
+    || die "docker/Dockerfile on $sglang_image failed: $(tail -15 "$WORK/build-gpu.log")"
+}
+if [[ "$PREPARE" == 1 ]]; then
+  build_gpu_image
+  [[ "$STARTED_ENGINE" == 1 ]] && echo "$OPENED_BRIDGES" >"$ENGINE_OWNED"  # the next run stops it
+  say "prepared: the engine, the bases and both images are left for the next run"
+  exit 0
+fi
+build_gpu_image >"$WORK/gpu-build.log" 2>&1 &
+GPU_BUILD=$!
 
 step keys
 export SGLANG_FAIR_FEEDBACK_KEYS="$WORK/feedback-keys"  # `sglang-fair keys`, run by the image's own install
@@ -271,19 +305,14 @@ BOOTING="$B_CONTAINER"  # it boots during the gpu step; taken-back waits for it
 say "server B started again"
 
 step gpu
-sglang_image="${SGLANG_FAIR_CHECK_SGLANG_IMAGE:-}"
-if [[ -z "$sglang_image" ]]; then
-  if ! have_image "$LOCAL_SGLANG"; then
-    make_debian_base
-    copy_python312 "$WORK/sglang-context"
-    build_local sglang "$LOCAL_SGLANG" "$WORK/sglang-context"
-  fi
-  sglang_image="$LOCAL_SGLANG"
+wait "$GPU_BUILD" || die "the gpu step's build (since the build step) failed: $(tail -15 "$WORK/gpu-build.log")"
+GPU_BUILD=""
+sed 's/^docker_check: /docker_check: gpu: /' "$WORK/gpu-build.log"
+sglang_image="${SGLANG_FAIR_CHECK_SGLANG_IMAGE:-$LOCAL_SGLANG}"
+if [[ -z "${SGLANG_FAIR_CHECK_SGLANG_IMAGE:-}" ]]; then
   out="$(docker run --rm --network none "$sglang_image" python3 -m pip install --no-index --no-deps six 2>&1 || true)"
   [[ "$out" == *externally-managed* ]] || die "the stand-in's Python is not marked externally managed (PEP 668): $out"
 fi
-low docker build --network host -f "$ROOT/docker/Dockerfile" --build-arg SGLANG_IMAGE="$sglang_image" -t "$GPU_IMAGE" "$ROOT" \
-  >"$WORK/build-gpu.log" 2>&1 || die "docker/Dockerfile on $sglang_image failed: $(tail -15 "$WORK/build-gpu.log")"
 gpu_run() { docker run --rm --network none "$@"; }
 gpu_run --entrypoint python3 "$GPU_IMAGE" -m sglang_fair.selfcheck --require-extras bench | tail -2 | sed 's/^/docker_check: gpu: /'
 out="$(gpu_run "$GPU_IMAGE" --help)" || die "the entry point (sglang-fair serve --help) failed: $out"

@@ -11,12 +11,13 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import subprocess
 from collections.abc import MutableMapping
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from plugin_support import FakeReq, serve, sglang_args
+from plugin_support import FakeReq, sglang_args
 
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.budgets import SlotBudget
@@ -32,6 +33,7 @@ from sglang_fair.sglang_plugin.config import FairConfig, build_config
 from sglang_fair.sglang_plugin.router_link import ENV_ROUTER
 from sglang_fair.sglang_plugin.state import FairState
 
+Refused = dict[str, subprocess.CompletedProcess[str]]
 KEYS = parse_key_lines(["k-alice alice", "k-bob bob", "k-ops ops"])
 WITH_KEYS = FairConfig(edge=EdgeConfig(key_table=KEYS), fairness_admins="ops")
 Sent = list[MutableMapping[str, Any]]
@@ -55,8 +57,8 @@ def test_unguarded_entrances_are_refused(server: SimpleNamespace, message: str) 
 
 
 @pytest.mark.sglang
-def test_unguarded_entrances_exit_2_after_sglang_parses() -> None:
-    done = serve("--schedule-policy", "dlpm", "--tokenizer-worker-num", "2", "--grpc-port", "30001")
+def test_unguarded_entrances_exit_2_after_sglang_parses(refused_after_parse: Refused) -> None:
+    done = refused_after_parse["unguarded entrances"]
     assert done.returncode == 2, done.stderr[-2000:]
     assert "--tokenizer-worker-num > 1" in done.stderr and "--grpc-port" in done.stderr
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -73,15 +74,17 @@ def test_weight_conflict_between_flag_and_key_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.sglang
-def test_unknown_policy_is_sglangs_usage_error() -> None:
-    done = serve("--schedule-policy", "nope")
+def test_unknown_policy_is_sglangs_usage_error(
+        refused_after_parse: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    done = refused_after_parse["unknown policy"]
     assert done.returncode == 2
     assert "invalid choice: 'nope'" in done.stderr
     assert "'dlpm'" in done.stderr and "'vtc'" in done.stderr  # the plugin's names are offered
 
 
 @pytest.mark.sglang
-def test_conflicting_flag_exits_2_after_sglang_parses() -> None:
-    done = serve("--schedule-policy", "dlpm", "--enable-priority-scheduling")
+def test_conflicting_flag_exits_2_after_sglang_parses(
+        refused_after_parse: dict[str, subprocess.CompletedProcess[str]]) -> None:
+    done = refused_after_parse["conflicting flag"]
     assert done.returncode == 2
     assert "does not support --enable-priority-scheduling" in done.stderr

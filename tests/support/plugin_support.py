@@ -25,13 +25,27 @@ class FakeReq:
 
 
 
+SERVE = (sys.executable, "-m", "sglang_fair.launch_server", "--model-path", "/nonexistent")
+
+
 def serve(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``python -m sglang_fair.launch_server --model-path /nonexistent ARGS`` (start-up checks)."""
     env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1")
-    return subprocess.run(
-        [sys.executable, "-m", "sglang_fair.launch_server", "--model-path", "/nonexistent", *args],
-        capture_output=True, text=True, timeout=timeout, env=env,
-    )
+    return subprocess.run([*SERVE, *args], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def serve_together(cases: dict[str, tuple[str, ...]], timeout: float = 300
+                   ) -> dict[str, subprocess.CompletedProcess[str]]:
+    """:func:`serve` of every case at once: each one that SGLang parses imports SGLang first (tens of
+    seconds on a small machine), so the cases overlap instead of queueing."""
+    env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1")
+    procs = {name: subprocess.Popen([*SERVE, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True, env=env) for name, args in cases.items()}
+    done = {}
+    for name, proc in procs.items():
+        out, err = proc.communicate(timeout=timeout)
+        done[name] = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    return done
 
 
 def sglang_args(policy: str, **kw: object) -> SimpleNamespace:

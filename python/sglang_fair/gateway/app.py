@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -45,7 +44,6 @@ from sglang_fair.gateway.usage import output_tokens
 from sglang_fair.routing import NoWorkerError
 from sglang_fair.routing.clients import ClientOverLimit
 
-logger = logging.getLogger("sglang_fair.gateway")
 RELAYED = (CHAT, COMPLETIONS, GENERATE)
 RELAYED_HEADERS = frozenset({"retry-after"})  # of a server's answer, besides its content type
 
