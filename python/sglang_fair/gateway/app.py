@@ -32,6 +32,7 @@ import aiohttp
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
+from sglang_fair.dashboard.gateway_page import mount as mount_page
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.feedback import FeedbackListener, OwnPause
 from sglang_fair.gateway.health import ServerHealth
@@ -46,7 +47,7 @@ from sglang_fair.gateway.usage import output_tokens
 from sglang_fair.routing import NoWorkerError
 from sglang_fair.routing.clients import ClientOverLimit
 from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
-from sglang_fair.sglang_plugin.identity import Unauthorized, error_body, resolve_client
+from sglang_fair.sglang_plugin.identity import SCOPE_KEY, Unauthorized, error_body, resolve_client
 from sglang_fair.sglang_plugin.model_names import NOT_FOUND, refusal
 
 logger = logging.getLogger("sglang_fair.gateway")
@@ -149,6 +150,7 @@ class Gateway:
             client = self.client_of(request, body)
         except Unauthorized as err:
             return error(401, "Unauthorized", str(err), {"www-authenticate": "Bearer"})
+        request.scope.setdefault("state", {})[SCOPE_KEY] = client  # for the page's answer counts
         if (refused := refusal(path, body, self.model_names)) is not None:
             return JSONResponse(refused, status_code=NOT_FOUND)
         tokens = await prompt_tokens(token_source(path, body), self.tokenize)
@@ -238,6 +240,7 @@ def make_app(gateway: Gateway) -> FastAPI:
                 replication = gateway.replication
                 tasks.append(asyncio.create_task(run_link(replication.link, replication.on_notice,
                                                           replication.tick)))
+            tasks.append(asyncio.create_task(page.run()))
             try:
                 yield
             finally:
@@ -248,6 +251,7 @@ def make_app(gateway: Gateway) -> FastAPI:
                     gateway.replication.link.close()
 
     app = FastAPI(title="sglang-fair gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
+    page = mount_page(app, gateway)  # /fairness, its page, /metrics; counts answers per client
     app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=gateway.config.max_body_bytes)
 
     def relay(path: str) -> Callable[[Request], Awaitable[Response]]:

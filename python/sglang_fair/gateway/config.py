@@ -41,6 +41,9 @@ class GatewayConfig:
     client_header: str = field(default="X-Client-Id", metadata={
         "help": "HTTP header naming the client without keys; the gateway names the client to the servers "
                 "in the same header"})
+    fairness_admins: str = field(default="", metadata={
+        "help": "comma-separated clients of --client-keys whose keys read every client at /fairness, "
+                "/fairness/ui and /metrics (other keys: their own row), as serve's"})
     gateway_token_file: str = field(default="", metadata={
         "help": "the token the servers trust (their --gateway-token-file), sent with every request"})
     discovery_timeout: float = field(default=600.0, metadata={
@@ -113,12 +116,17 @@ class GatewayConfig:
         require(self.client_ttl >= 0, "--client-ttl must be >= 0")
         require(self.max_body_bytes >= 0, "--max-body-bytes must be >= 0")
         require(self.stall_timeout > 0, "--stall-timeout must be > 0")
+        require(not self.admins() or self.key_table.enabled, "--fairness-admins needs --client-keys")
         require(not self.peer.port or self.curve_keys is not None or is_loopback(self.peer.host),
                 f"--peer-host {self.peer.host} is reachable from other machines: give --feedback-keys DIR")
         require(self.curve_keys is None or all(key for key, _ in self.peer.peers()),
                 "--peer-addresses: with --feedback-keys name each peer's key pair, KEYNAME@HOST:PORT")
         require(self.router.policy in ROUTING_POLICIES.names(),
                 f"--router-policy {self.router.policy!r}: known {', '.join(ROUTING_POLICIES.names())}")
+
+    def admins(self) -> frozenset[str]:
+        """The clients whose keys may read every client's figures."""
+        return frozenset(c.strip() for c in self.fairness_admins.split(",") if c.strip())
 
     def idle_ttl(self) -> float:
         """The client TTL that applies: none with keys (the key file bounds the clients), as in serve."""

@@ -7,6 +7,8 @@ import logging
 from typing import Any
 
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.dashboard.serve_page import install as install_page
+from sglang_fair.dashboard.serve_page import page_for_server
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_from_env
 from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
 from sglang_fair.sglang_plugin.feedback_hub import ADVERT_PATH, make_advert_endpoint
@@ -114,7 +116,8 @@ def install_http(*args: Any, **kwargs: Any) -> None:
                     "API keys" if config.key_table.enabled else f"header {config.client_header}")
     if pins_guarded(config, router):
         app.add_middleware(PinnedRankMiddleware, token=config.gateway_token)  # runs before identity
-    app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=config.max_body_bytes)  # outermost: first
+    app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=config.max_body_bytes)
+    install_page(app, page_for_server(server_args, config))  # /fairness/ui; counts answers (outermost)
     return None
 
 

@@ -22,7 +22,8 @@ DEFAULT_CLIENT = "default"
 SCOPE_KEY = "sglang_fair_client"
 TRUST_KEY = "sglang_fair_gateway"  # set by gateway_trust.PinnedRankMiddleware
 BODY_KEY, JSON_KEY = "sglang_fair_body", "sglang_fair_json"  # the request body, read once (buffer_body)
-OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/fairness", "/sglang_fair/feedback"})
+OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/fairness", "/sglang_fair/feedback",
+                        "/fairness/ui"})  # the page holds no figures; its data is keyed
 CLIENT_LISTING_PATHS = frozenset({"/metrics", "/fairness"})  # need a key when keys are configured
 WARMUP_CLIENT = "__warmup__"
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})

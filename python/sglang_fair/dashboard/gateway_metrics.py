@@ -1,0 +1,70 @@
+"""The gateway's Prometheus metrics (``GET /metrics``), read from its state at each scrape.
+
+Per client (label ``client``): ``sglang_fair_gateway_client_in_flight`` (requests relayed and not
+ended), ``sglang_fair_gateway_client_answers_total{kind}`` (``requests``, ``refused`` = 429,
+``client_errors`` = other 4xx, ``server_errors`` = 5xx). Per worker (labels ``worker``, ``server``,
+``rank``): ``sglang_fair_gateway_worker_queue``, ``..._worker_routed_total``, ``..._worker_finished_total``
+and ``..._worker_out`` (1 while its server is taken out). Gateway-wide: ``..._failed_over_total``
+(requests a server could not be reached for, sent to another) and ``..._stale_servers`` (servers whose
+figures the page could not refresh). The servers' per-client figures are the servers' own
+``sglang_fair:*`` gauges: scrape the servers for them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sglang_fair.dashboard.gateway_page import GatewayPage
+
+PREFIX = "sglang_fair_gateway_"
+
+
+class GatewayCollector:
+    """A prometheus_client collector over a :class:`GatewayPage` (its gateway and answer counts)."""
+
+    def __init__(self, page: GatewayPage) -> None:
+        self.page = page
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        gateway = self.page.gateway
+        inflight = GaugeMetricFamily(PREFIX + "client_in_flight", "requests relayed and not ended",
+                                     labels=["client"])
+        for client, n in sorted(gateway.router.clients.inflight.items()):
+            inflight.add_metric([client], n)
+        answers = CounterMetricFamily(PREFIX + "client_answers", "answers given, by kind",
+                                      labels=["client", "kind"])
+        for client, counts in sorted(self.page.book.view().items()):
+            for kind, n in counts.items():
+                answers.add_metric([client, kind], n)
+        yield from (inflight, answers)
+        labels = ["worker", "server", "rank"]
+        families = {name: GaugeMetricFamily(PREFIX + f"worker_{name}", what, labels=labels)
+                    for name, what in (("queue", "requests relayed to the worker and not ended"),
+                                       ("out", "1 while the worker's server is taken out"))}
+        counters = {name: CounterMetricFamily(PREFIX + f"worker_{name}", f"requests {name} at the worker",
+                                              labels=labels) for name in ("routed", "finished")}
+        for row in self.page.workers():
+            values = [str(row["name"]), str(row["server"]), str(row["rank"])]
+            families["queue"].add_metric(values, row["queue"])
+            families["out"].add_metric(values, 1 if row["state"] == "out" else 0)
+            for name, family in counters.items():
+                family.add_metric(values, row[name])
+        yield from (*families.values(), *counters.values())
+        failed_over = CounterMetricFamily(PREFIX + "failed_over", "requests sent to another server")
+        failed_over.add_metric([], gateway.failed_over)
+        stale = GaugeMetricFamily(PREFIX + "stale_servers", "servers whose figures could not be refreshed")
+        stale.add_metric([], len([u for u in self.page.stale if u != "sampler"]))
+        yield from (failed_over, stale)
+
+
+def metrics_text(page: GatewayPage) -> bytes:
+    """The Prometheus text exposition of the gateway's metrics."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(GatewayCollector(page))
+    return generate_latest(registry)
