@@ -6,14 +6,17 @@ ended), ``sglang_fair_gateway_client_answers_total{kind}`` (``requests``, ``refu
 ``rank``): ``sglang_fair_gateway_worker_queue``, ``..._worker_routed_total``, ``..._worker_finished_total``
 and ``..._worker_out`` (1 while its server is taken out). Gateway-wide: ``..._failed_over_total``
 (requests a server could not be reached for, sent to another) and ``..._stale_servers`` (servers whose
-figures the page could not refresh). The servers' per-client figures are the servers' own
-``sglang_fair:*`` gauges: scrape the servers for them.
+figures the page could not refresh), ``..._backlogged_gap`` and ``..._gap_bound`` (the page's largest
+backlogged gap and the bound it is held against, when a theorem gives one). The servers' per-client
+figures are the servers' own ``sglang_fair:*`` gauges: scrape the servers for them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
+
+from sglang_fair.dashboard.status import NO_CLIENT, OTHER
 
 if TYPE_CHECKING:
     from sglang_fair.dashboard.gateway_page import GatewayPage
@@ -33,11 +36,13 @@ class GatewayCollector:
         gateway = self.page.gateway
         inflight = GaugeMetricFamily(PREFIX + "client_in_flight", "requests relayed and not ended",
                                      labels=["client"])
-        for client, n in sorted(gateway.router.clients.inflight.items()):
-            inflight.add_metric([client], n)
+        answered = self.page.book.view()
+        held = gateway.router.clients.inflight
+        for client in sorted(set(held) | {c for c in answered if c not in (NO_CLIENT, OTHER)}):
+            inflight.add_metric([client], held.get(client, 0))
         answers = CounterMetricFamily(PREFIX + "client_answers", "answers given, by kind",
                                       labels=["client", "kind"])
-        for client, counts in sorted(self.page.book.view().items()):
+        for client, counts in sorted(answered.items()):
             for kind, n in counts.items():
                 answers.add_metric([client, kind], n)
         yield from (inflight, answers)
@@ -59,6 +64,14 @@ class GatewayCollector:
         stale = GaugeMetricFamily(PREFIX + "stale_servers", "servers whose figures could not be refreshed")
         stale.add_metric([], len([u for u in self.page.stale if u != "sampler"]))
         yield from (failed_over, stale)
+        gap = GaugeMetricFamily(PREFIX + "backlogged_gap", "largest service gap (per weight) between two "
+                                "clients backlogged together, over the page's window")
+        gap.add_metric([], self.page.gap()["value"])
+        yield gap
+        if (bound := self.page.bound()["value"]) is not None:
+            stated = GaugeMetricFamily(PREFIX + "gap_bound", "the policies' bound on that gap")
+            stated.add_metric([], bound)
+            yield stated
 
 
 def metrics_text(page: GatewayPage) -> bytes:

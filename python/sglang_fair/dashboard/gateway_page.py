@@ -99,6 +99,10 @@ class GatewayPage:
         return stated_bound(self.policy(), p["quantum"], p["w_e"], p["w_q"], p["context_len"],
                             len(self.gateway.table), self.gateway.router.policy.name)
 
+    def gap(self) -> dict[str, Any]:
+        merged = merge_rows(self.answers)
+        return self.history.gap({c: float(f.get("weight") or 1.0) for c, f in merged.items()})
+
     def workers(self) -> list[dict[str, Any]]:
         out, router = self.gateway.health.out, self.gateway.router
         rows = []
