@@ -4,7 +4,8 @@
 reads the status of every answer as it starts, and the client the edge decided, which the identity
 middleware (``serve``) or the gateway's relay leaves in the request scope's state under ``SCOPE_KEY``.
 Answers refused before a client was known (401) count under :data:`NO_CLIENT`. Counted: POST requests
-(the model's endpoints); an error inside a stream that began with 200 (an error event) is not an
+(the model's endpoints; not ``/tokenize`` and ``/detokenize``, which the gateway calls for every request it
+routes); an error inside a stream that began with 200 (an error event) is not an
 HTTP status and is not counted here. The book keeps at most ``max_clients`` clients by name, the rest
 under :data:`OTHER`, so it stays bounded whatever names clients send.
 """
@@ -18,6 +19,7 @@ from typing import Any
 from sglang_fair.sglang_plugin.identity import SCOPE_KEY
 
 NO_CLIENT = "(no client)"
+NOT_COUNTED = frozenset({"/tokenize", "/detokenize"})
 OTHER = "__other__"
 MAX_CLIENTS = 1024
 
@@ -71,7 +73,7 @@ class StatusMiddleware:
         self.app, self.book = app, book
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("type") != "http" or scope.get("method") != "POST":
+        if scope.get("type") != "http" or scope.get("method") != "POST" or scope.get("path") in NOT_COUNTED:
             await self.app(scope, receive, send)
             return
 
