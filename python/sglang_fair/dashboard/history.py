@@ -11,13 +11,15 @@ process of ``serve`` and the gateway each sample those totals every ``interval_s
   intervals: a sampled estimate of the quantity the theorem bounds);
 - each client's prefix-cache hit rate over the window.
 
-Times are ``time.monotonic()`` readings passed in; the page shows ages (now minus a sample's time), so
-nothing depends on when the machine booted. Totals that fall (a server restarted, a client expired)
-count as no service in that interval.
+The sampler (a thread at ``serve``) appends while the page reads: each reading copies the ring once
+(``list`` of a deque is atomic under the GIL). Times are ``time.monotonic()`` readings passed in; the
+page shows ages (now minus a sample's time), so nothing depends on when the machine booted. Totals that
+fall (a server restarted, a client expired) count as no service in that interval.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -69,17 +71,14 @@ class History:
 
     def deltas(self) -> list[dict[str, float]]:
         """Per interval (between consecutive samples): the service each client received (>= 0)."""
-        out = []
-        for before, after in zip(self.samples, list(self.samples)[1:], strict=False):
-            out.append({c: max(0.0, row.service - (before.rows[c].service if c in before.rows else 0.0))
-                        for c, row in after.rows.items()})
-        return out
+        return _deltas(list(self.samples))
 
     def shares(self, now: float, top: int = 8) -> dict[str, Any]:
         """The share of the service per interval: ``age_s`` (seconds before ``now`` each interval ended),
         ``rate`` (service per second in it), ``clients`` (the ``top`` most served, by name: their shares)
         and ``others`` (the rest, summed)."""
-        samples, steps = list(self.samples), self.deltas()
+        samples = list(self.samples)  # one copy: the sampler may append meanwhile
+        steps = _deltas(samples)
         served = _summed(steps)
         shown = sorted(sorted(served, key=lambda c: -served[c])[:top])
         series: dict[str, list[float]] = {c: [] for c in shown}
@@ -100,7 +99,8 @@ class History:
         """The largest |service_a / w_a - service_b / w_b| gained over a stretch of intervals in which
         both clients had requests waiting at both ends (0 with fewer than two such clients)."""
         weights = weights or {}
-        samples, steps = list(self.samples), self.deltas()
+        samples = list(self.samples)
+        steps = _deltas(samples)
         backlogged = [[c for c, row in s.rows.items() if row.waiting > 0] for s in samples]
         served = _summed(steps)
         ever = {c for names in backlogged for c in names}
@@ -118,9 +118,10 @@ class History:
 
     def hit_rates(self) -> dict[str, float]:
         """Per client: cached / input tokens received over the window (clients with input only)."""
-        if len(self.samples) < 2:
+        samples = list(self.samples)
+        if len(samples) < 2:
             return {}
-        first, last = self.samples[0].rows, self.samples[-1].rows
+        first, last = samples[0].rows, samples[-1].rows
         out = {}
         for c, row in last.items():
             before = first.get(c)
@@ -132,7 +133,13 @@ class History:
 
     def span(self) -> float:
         """Seconds between the first and the last sample."""
-        return self.samples[-1].t - self.samples[0].t if len(self.samples) > 1 else 0.0
+        samples = list(self.samples)
+        return samples[-1].t - samples[0].t if len(samples) > 1 else 0.0
+
+
+def _deltas(samples: list[Sample]) -> list[dict[str, float]]:
+    return [{c: max(0.0, row.service - (before.rows[c].service if c in before.rows else 0.0))
+             for c, row in after.rows.items()} for before, after in itertools.pairwise(samples)]
 
 
 def _summed(steps: list[dict[str, float]]) -> dict[str, float]:

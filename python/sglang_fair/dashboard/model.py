@@ -4,7 +4,8 @@
 "clients", "workers", "totals"}``:
 
 - ``clients``: one row per client, most served first: the ``/fairness`` figures now (``service``,
-  ``waiting``, ``running``, ``requests``, token totals, ``weight``), ``in_flight`` (the gateway's
+  ``perceived_service``, ``waiting``, ``running``, ``requests``, token totals, ``weight``; not the
+  counters, which are each worker's own), ``in_flight`` (the gateway's
   requests relayed and not ended; None at ``serve``), ``hit_rate`` (over the window; None without
   input in it) and ``hit_rate_total``, the edge's answers (``answers``, ``refused`` = 429,
   ``client_errors``, ``server_errors``), and ``tenant``: None until tenants exist, then the tenant's
@@ -24,7 +25,8 @@ from typing import Any
 from sglang_fair.dashboard.history import OTHERS, History
 
 VERSION = 1
-FIGURES = ("service", "waiting", "running", "requests", "input_tokens", "cached_tokens", "output_tokens")
+FIGURES = ("service", "perceived_service", "waiting", "running", "requests", "input_tokens", "cached_tokens",
+           "output_tokens")
 
 
 def client_rows(current: Mapping[str, Mapping[str, Any]], answers: Mapping[str, Mapping[str, int]],
