@@ -96,3 +96,26 @@ def test_answers_are_counted_per_client_and_bounded() -> None:
                            noop, noop))  # a GET (the page, /health) is not a model request
     assert book.view()["a"] == {"requests": 2, "refused": 1, "client_errors": 0, "server_errors": 0}
     assert set(book.view()) == {"a", "b", OTHER}
+
+
+def test_the_serve_page_states_the_bound_of_the_router_the_launcher_started(monkeypatch: Any,
+                                                                           tmp_path: Path) -> None:
+    """With the global router SGLang's own --load-balance-method reads round_robin (the launcher hands the
+    routing to the router): the page takes the router's policy from the link the launcher exported."""
+    from types import SimpleNamespace
+
+    from sglang_fair.dashboard.serve_page import page_for_server
+    from sglang_fair.sglang_plugin.config import ENV_STATE_DIR
+    from sglang_fair.sglang_plugin.router_link import ENV_ROUTER, RouterLink
+
+    (tmp_path / "scheduler-0.json").write_text(json.dumps({"policy": "dlpm_light", "clients": FAIRNESS}))
+    monkeypatch.setenv(ENV_STATE_DIR, str(tmp_path))
+    args = SimpleNamespace(dp_size=2, load_balance_method="round_robin")
+    monkeypatch.setenv(ENV_ROUTER, RouterLink("/tmp/x", 2, policy="fair_cache_aware").to_env())
+    page = page_for_server(args, FairConfig())
+    monkeypatch.setattr(page, "context_len", lambda: 100)
+    bound = page.data(None)["bound"]
+    assert page.policy_args == {"dp_size": 2, "router": "fair_cache_aware"}
+    assert (bound["source"], bound["value"]) == ("[1] Thm 5.1", 2 * 2 * (3 * 100 + 65536))
+    monkeypatch.delenv(ENV_ROUTER)
+    assert page_for_server(args, FairConfig()).policy_args["router"] == "round_robin"

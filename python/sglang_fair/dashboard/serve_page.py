@@ -105,7 +105,8 @@ class ServePage:
 def page_for_server(server_args: Any, config: FairConfig) -> ServePage:
     """The page of the server SGLang is about to launch with ``server_args``."""
     dp_size = int(getattr(server_args, "dp_size", 1) or 1)
-    router = getattr(server_args, "load_balance_method", None) if link_from_env() is not None else None
+    link = link_from_env()
+    router = (link.policy or None) if link is not None else getattr(server_args, "load_balance_method", None)
     return ServePage(config, state_dir(), {"dp_size": dp_size, "router": router}, served_context_len)
 
 
