@@ -54,7 +54,7 @@ class Record:
     sent: float
     ended: float = 0.0
     status: int = 0  # HTTP status of the last try (0: no answer)
-    outcome: str = ""  # ok, cut, 503, 429, 4xx, 5xx, transport, deadline, refused (no connection)
+    outcome: str = ""  # ok, cut, 503, 502 (the load balancer's), 429, 4xx, 5xx, transport, deadline, refused
     detail: str = ""
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -138,7 +138,7 @@ class Traffic:
         except urllib.error.HTTPError as err:
             record.status = err.code
             record.detail = err.read().decode(errors="replace")[:300]
-            record.outcome = str(err.code) if err.code in (429, 503) else f"{err.code // 100}xx"
+            record.outcome = str(err.code) if err.code in (429, 502, 503) else f"{err.code // 100}xx"
         except urllib.error.URLError as err:
             if isinstance(err.reason, ConnectionRefusedError):
                 record.outcome, record.detail = "refused", f"{gateway}: {err.reason}"
