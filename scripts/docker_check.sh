@@ -207,7 +207,7 @@ for ops in haproxy prometheus; do  # the images compose.yaml names, on the Debia
   low docker build --network host --build-arg DEBIAN_IMAGE="$DEBIAN_IMAGE" -t "sglang-fair-$ops:0.1.0" "$ROOT/docker/$ops" \
     >"$WORK/build-$ops.log" 2>&1 || die "building docker/$ops/Dockerfile failed: $(tail -10 "$WORK/build-$ops.log")"
 done
-say "build: $(docker run --rm --entrypoint haproxy sglang-fair-haproxy:0.1.0 -v | head -1); $(docker run --rm --entrypoint prometheus sglang-fair-prometheus:0.1.0 --version 2>&1 | head -1)"
+say "build: $(docker run --rm --network none --entrypoint haproxy sglang-fair-haproxy:0.1.0 -v | head -1); $(docker run --rm --network none --entrypoint prometheus sglang-fair-prometheus:0.1.0 --version 2>&1 | head -1)"
 
 step keys
 export SGLANG_FAIR_FEEDBACK_KEYS="$WORK/feedback-keys"  # `sglang-fair keys`, run by the image's own install

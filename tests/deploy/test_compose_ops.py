@@ -134,6 +134,24 @@ def test_promtool_accepts_the_config_the_rules_and_every_targets_directory(tmp_p
         assert done.returncode == 0 and "SUCCESS" in done.stdout + done.stderr, done.stdout + done.stderr
 
 
+def test_prometheus_gives_the_gauges_their_names_back() -> None:
+    """prometheus_client 0.26 writes ``sglang_fair:service`` as ``sglang_fair_service`` when Prometheus asks
+    for OpenMetrics (it escapes the colon): the servers' job renames every gauge back, and only those."""
+    from prometheus_client import CollectorRegistry, Gauge
+    from prometheus_client.exposition import choose_encoder
+
+    registry = CollectorRegistry()
+    Gauge("sglang_fair:service", "-", registry=registry).set(1.0)
+    encoder, _ = choose_encoder("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5")
+    assert "sglang_fair_service 1.0" in encoder(registry).decode()  # the escaping the rule undoes
+    config = yaml.safe_load((DOCKER / "prometheus" / "prometheus.yml").read_text())
+    (job,) = [j for j in config["scrape_configs"] if j["job_name"] == "sglang-fair"]
+    (rule,) = job["metric_relabel_configs"]
+    names = re.fullmatch(r"sglang_fair_\((.+)\)", rule["regex"])
+    assert names is not None and names.group(1).split("|") == list(FIGURES)
+    assert (rule["target_label"], rule["replacement"]) == ("__name__", "sglang_fair:$1")
+
+
 def target_problems(compose: dict[str, Any], directory: Path) -> list[str]:
     """What the fleet-cpu target files name that the compose services do not serve (empty: nothing)."""
     services = compose["services"]
