@@ -11,7 +11,9 @@ server that breaks off a started request is taken out and the request fails with
 feedback takes out (``supervision.py``) has its requests in flight cut: 503 for a whole answer, an
 error event ending a stream. ``GET /v1/models`` is the first server's; ``/gateway/state`` shows the
 worker table, each worker's counts, what the feedback ports and peers delivered and the background
-duties (``duties.py``); ``/metrics`` the duties' restarts; ``/health`` answers 200.
+duties (``duties.py``); ``/fairness``, the fairness page (``/fairness/ui``) and ``/metrics`` (per-client
+answers, workers' queues, the duties' restarts) are ``dashboard/gateway_page.py``'s; ``/health`` answers
+200.
 """
 
 from __future__ import annotations
@@ -26,11 +28,11 @@ from typing import Any
 import aiohttp
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from sglang_fair.dashboard.gateway_page import mount as mount_page
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.gateway.config import GatewayConfig
-from sglang_fair.gateway.duties import Duties, DutyCollector
+from sglang_fair.gateway.duties import Duties
 from sglang_fair.gateway.feedback import FeedbackListener
 from sglang_fair.gateway.intake import Accepted, Intake, error
 from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, ServerTokenizer
@@ -165,6 +167,7 @@ def make_app(gateway: Gateway) -> FastAPI:
             upstream = gateway.upstream = Upstream(session, edge.client_header, edge.gateway_token)
             gateway.tokenizer.post = upstream.post_json
             gateway.start_duties(upstream)
+            gateway.duties.start("fairness_page", page.run)
             try:
                 yield
             finally:
@@ -174,6 +177,7 @@ def make_app(gateway: Gateway) -> FastAPI:
                     gateway.replication.link.close()
 
     app = FastAPI(title="sglang-fair gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
+    page = mount_page(app, gateway)  # /fairness, its page, /metrics; counts answers per client
     app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=gateway.config.edge.max_body_bytes)
 
     def relay(path: str) -> Callable[[Request], Awaitable[Response]]:
@@ -193,18 +197,11 @@ def make_app(gateway: Gateway) -> FastAPI:
     async def state() -> Any:
         return gateway.state()
 
-    registry = CollectorRegistry()
-    registry.register(DutyCollector(gateway.duties))
-
-    async def metrics() -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
     async def health() -> Any:
         return {"status": "ok"}
 
     app.add_api_route("/v1/models", models, methods=["GET"])
     app.add_api_route("/gateway/state", state, methods=["GET"])
-    app.add_api_route("/metrics", metrics, methods=["GET"])
     app.add_api_route("/health", health, methods=["GET"])
     return app
 

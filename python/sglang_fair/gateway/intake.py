@@ -16,9 +16,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from sglang_fair.edge.asgi import scope_state
 from sglang_fair.edge.config import EdgeConfig
 from sglang_fair.edge.errors import error_body
-from sglang_fair.edge.identity import Unauthorized, resolve_client
+from sglang_fair.edge.identity import SCOPE_KEY, Unauthorized, resolve_client
 from sglang_fair.edge.model_names import NOT_FOUND, ModelNames, refusal
 
 
@@ -54,6 +55,7 @@ class Intake:
             client = resolve_client(headers, body.get("user"), self.edge.key_table, self.edge.client_header)
         except Unauthorized as err:
             return error(401, "Unauthorized", str(err), {"www-authenticate": "Bearer"})
+        scope_state(request.scope)[SCOPE_KEY] = client  # for the answers counted per client (dashboard)
         if (refused := refusal(path, body, self.model_names)) is not None:
             return JSONResponse(refused, status_code=NOT_FOUND)
         return Accepted(client, body)
