@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
+from sglang_fair.gateway.epp.config import ExtProcConfig
 from sglang_fair.gateway.peers import PeerConfig
 from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
 from sglang_fair.sglang_plugin.curve import CurveKeys, gateway_keys
@@ -87,6 +88,7 @@ class GatewayConfig:
                 "taken out (longer than the longest model step)"})
     router: RouterConfig = field(default_factory=RouterConfig)
     peer: PeerConfig = field(default_factory=PeerConfig)
+    ext_proc: ExtProcConfig = field(default_factory=ExtProcConfig)
     key_table: KeyTable = field(default_factory=KeyTable)
     token: GatewayToken = field(default_factory=GatewayToken)
     curve_keys: CurveKeys | None = None
@@ -147,6 +149,7 @@ def add_gateway_flags(parser: argparse.ArgumentParser) -> None:
     """The flags of :class:`GatewayConfig`, the routing policy's and the cost model's."""
     add_flags(parser, GatewayConfig)
     add_flags(parser, PeerConfig)
+    add_flags(parser, ExtProcConfig)
     add_flags(parser, RouterConfig, skip=ROUTER_FILLED_IN)
     add_flags(parser, CostModel)
 
@@ -159,6 +162,7 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
     curve = str(getattr(args, "feedback_keys", "") or "")
     name = str(getattr(args, "feedback_key_name", "") or "gateway")
     config = from_flags(GatewayConfig, args, router=router, peer=from_flags(PeerConfig, args),
+                        ext_proc=from_flags(ExtProcConfig, args),
                         key_table=load_key_file(keys) if keys else KeyTable(),
                         token=load_token_file(token) if token else GatewayToken(),
                         curve_keys=gateway_keys(curve, name) if curve else None)
