@@ -73,6 +73,7 @@ class Gateway:
         self.streams: dict[str, set[Relay]] = {}  # server URL -> the streams relayed from it now
         self.answered: dict[int, float] = {}  # worker -> when its answers last brought tokens
         self.failed_over = 0  # requests a server could not be reached for, tried at another
+        self.picker: Any = None  # the endpoint picker (--ext-proc-port, epp_front.start_picker)
         self._turn = itertools.count()
 
     async def watch_feedback(self, interval: float) -> None:
@@ -238,9 +239,14 @@ def make_app(gateway: Gateway) -> FastAPI:
                 replication = gateway.replication
                 tasks.append(asyncio.create_task(run_link(replication.link, replication.on_notice,
                                                           replication.tick)))
+            if config.ext_proc.port:
+                from sglang_fair.gateway.epp_front import start_picker
+                gateway.picker = await start_picker(gateway)
             try:
                 yield
             finally:
+                if gateway.picker is not None:
+                    await gateway.picker.stop()
                 for task in tasks:
                     task.cancel()
                 gateway.upstream = None
@@ -268,7 +274,8 @@ def make_app(gateway: Gateway) -> FastAPI:
         heard = gateway.listener.view() if gateway.listener is not None else None
         peers = gateway.replication.view() if gateway.replication is not None else None
         return {**gateway.router.state(), "servers_out": gateway.health.out, "feedback": heard,
-                "peers": peers, "failed_over": gateway.failed_over}
+                "peers": peers, "failed_over": gateway.failed_over,
+                "ext_proc": gateway.picker.picker.view() if gateway.picker is not None else None}
 
     async def health() -> Any:
         return {"status": "ok"}
