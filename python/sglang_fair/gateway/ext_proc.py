@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import Counter
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncIterator, Callable, Collection, Mapping
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
@@ -76,19 +77,25 @@ def error(status: int, kind: str, message: str, headers: dict[str, str] | None =
 class Picker:
     """The picker's shared part: the front, the servers' addresses, the counts."""
 
-    def __init__(self, front: PickerFront) -> None:
-        self.front = front
+    def __init__(self, front: PickerFront, clock: Callable[[], float] = time.monotonic) -> None:
+        self.front, self.clock = front, clock
         self.counts: Counter[str] = Counter()
         self._turn = 0
+        self._resolved: dict[str, tuple[float, str]] = {}  # server URL -> (when, ip:port)
 
     async def endpoint(self, server: ServerInfo) -> str:
-        """The server's ``ip:port`` (its URL's host resolved now: pods change address)."""
+        """The server's ``ip:port``: its URL's host resolved at most ``peer_dns.RESOLVE_EVERY_S`` ago
+        (a pod that restarts has a new address under the same name)."""
+        when, known = self._resolved.get(server.url, (0.0, ""))
+        if known and self.clock() - when < peer_dns.RESOLVE_EVERY_S:
+            return known
         parts = urlsplit(server.url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
         addresses = await peer_dns.resolve(parts.hostname or "", port)
         if not addresses:
             raise OSError(f"{parts.hostname} has no address")
-        return f"{addresses[0]}:{port}"
+        self._resolved[server.url] = (self.clock(), f"{addresses[0]}:{port}")
+        return self._resolved[server.url][1]
 
     async def any_server(self) -> str:
         servers = self.front.servers()
@@ -131,9 +138,12 @@ class Exchange:
         self.forward = b""  # the body as the server gets it (its rank pinned)
         self.counter = StreamCounter()
         self.answer = bytearray()  # a whole (not streamed) answer, for its usage
-        self.streamed = self.ok = self.done = False
+        self.streamed = self.ok = self.done = self.refused = False
 
     async def on(self, request: Any) -> list[Any]:
+        """The answers to one message of the data plane (none while a body is still coming)."""
+        if self.refused:  # an immediate response ended the exchange; the data plane sends no more
+            return []
         if request.HasField("protocol_config"):
             self.buffered = request.protocol_config.request_body_mode == m.BUFFERED
         kind = request.WhichOneof("request")
@@ -143,6 +153,7 @@ class Exchange:
         if kind == "request_body":
             self.body += request.request_body.body
             if self.front.max_body_bytes and len(self.body) > self.front.max_body_bytes:
+                self.refused = True
                 return [error(413, "RequestTooLarge", f"the body exceeds {self.front.max_body_bytes} bytes")]
             return await self.decide() if request.request_body.end_of_stream else []
         if kind == "request_trailers":
@@ -165,6 +176,7 @@ class Exchange:
         status = answer.immediate_response.status.code if answer.HasField("immediate_response") else 200
         counts["picked" if status == 200 else f"refused_{status}"] += 1
         if status != 200:
+            self.refused = True
             return [answer]
         body = self.forward if self.ticket is not None else bytes(self.body)  # unrouted: as it came
         if not body and self.ticket is None:
