@@ -25,6 +25,7 @@ from sglang_fair.gateway.launch import build_gateway, discover_servers
 from sglang_fair.harness.server import free_port
 from sglang_fair.routing import RouterConfig
 
+pytestmark = pytest.mark.timers  # the gateway keeps timers (health, the page's sampler)
 TOKEN = GatewayToken("gateway-token-0123456789abcdef")
 KEYS = parse_key_lines(["k-a a", "k-b b", "k-ops ops"], "keys")
 ADMIN, CLIENT = {"Authorization": "Bearer k-ops"}, {"Authorization": "Bearer k-a"}

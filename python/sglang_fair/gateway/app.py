@@ -13,7 +13,8 @@ error event ending a stream. ``GET /v1/models`` is the first server's; ``/gatewa
 worker table, each worker's counts, what the feedback ports and peers delivered and the background
 duties (``duties.py``); ``/fairness``, the fairness page (``/fairness/ui``) and ``/metrics`` (per-client
 answers, workers' queues, the duties' restarts) are ``dashboard/gateway_page.py``'s; ``/health`` answers
-200.
+200. With ``--ext-proc-port`` the same parts also answer a Gateway API proxy as its endpoint picker
+(``epp_front.py``).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ class Gateway:
         self.duties = Duties()
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
         self.failed_over = 0  # requests a server could not be reached for, tried at another
+        self.picker: Any = None  # the endpoint picker (--ext-proc-port, epp_front.start_picker)
 
     def _servers(self) -> Upstream:
         if self.upstream is None:
@@ -148,8 +150,10 @@ class Gateway:
         """What ``/gateway/state`` shows."""
         heard = self.listener.view() if self.listener is not None else None
         peers = self.replication.view() if self.replication is not None else None
+        picked = self.picker.picker.view() if self.picker is not None else None
         return {**self.router.state(), "servers_out": self.supervisor.health.out, "feedback": heard,
-                "peers": peers, "failed_over": self.failed_over, "duties": self.duties.view()}
+                "peers": peers, "failed_over": self.failed_over, "duties": self.duties.view(),
+                "ext_proc": picked}
 
 
 def taken_out(ticket: Ticket, why: Exception) -> JSONResponse:
@@ -168,9 +172,14 @@ def make_app(gateway: Gateway) -> FastAPI:
             gateway.tokenizer.post = upstream.post_json
             gateway.start_duties(upstream)
             gateway.duties.start("fairness_page", page.run)
+            if config.ext_proc.port:
+                from sglang_fair.gateway.epp_front import start_picker
+                gateway.picker = await start_picker(gateway)
             try:
                 yield
             finally:
+                if gateway.picker is not None:
+                    await gateway.picker.stop()
                 await gateway.duties.stop()
                 gateway.upstream = gateway.tokenizer.post = None
                 if gateway.replication is not None:
