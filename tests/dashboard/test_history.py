@@ -90,7 +90,8 @@ def test_hit_rates_are_over_the_window() -> None:
 
 
 @pytest.mark.parametrize(("args", "value", "source"), [
-    (("dlpm_light", 0, 1, 2, 2048), 2 * (3 * 2048 + 65536), "[1] Thm 4.1"),
+    (("dlpm", 0, 1, 2, 2048), 2 * (3 * 2048 + 4096), "[1] Thm 4.1"),  # 0: the policy's default units
+    (("dlpm_light", 0, 1, 2, 2048), None, None),  # a quantum in time, not published yet
     (("dlpm", 1000, 1, 2, 100), 2 * (300 + 1000), "[1] Thm 4.1"),
     (("vtc", 0, 1, 2, 100), 400, "[2] Thm 4.4"),
     (("dlpm_light", 100, 1, 2, 100, 4, "fair_cache_aware"), 4 * 2 * (300 + 100), "[1] Thm 5.1"),

@@ -53,7 +53,8 @@ def test_the_serve_page_states_the_bound_of_the_router_the_launcher_started(monk
     from sglang_fair.sglang_plugin.config import ENV_STATE_DIR
     from sglang_fair.sglang_plugin.router_link import ENV_ROUTER, RouterLink
 
-    (tmp_path / "scheduler-0.json").write_text(json.dumps({"policy": "dlpm_light", "clients": FAIRNESS}))
+    (tmp_path / "scheduler-0.json").write_text(json.dumps({"policy": "dlpm_light", "clients": FAIRNESS,
+                                                          "quantum": 5000.0}))
     monkeypatch.setenv(ENV_STATE_DIR, str(tmp_path))
     args = SimpleNamespace(dp_size=2, load_balance_method="round_robin")
     monkeypatch.setenv(ENV_ROUTER, RouterLink("/tmp/x", 2, policy="fair_cache_aware").to_env())
@@ -61,6 +62,22 @@ def test_the_serve_page_states_the_bound_of_the_router_the_launcher_started(monk
     monkeypatch.setattr(page, "context_len", lambda: 100)
     bound = page.data(None)["bound"]
     assert page.policy_args == {"dp_size": 2, "router": "fair_cache_aware"}
-    assert (bound["source"], bound["value"]) == ("[1] Thm 5.1", 2 * 2 * (3 * 100 + 65536))
+    assert (bound["source"], bound["value"]) == ("[1] Thm 5.1", 2 * 2 * (3 * 100 + 5000))
     monkeypatch.delenv(ENV_ROUTER)
     assert page_for_server(args, FairConfig()).policy_args["router"] == "round_robin"
+
+
+def test_a_quantum_in_time_is_bounded_with_what_the_workers_published(tmp_path: Path) -> None:
+    """dlpm_light's Q^u is seconds of the worker's measured service: the page takes the largest Q^u the
+    schedulers published, and states no figure before one has (not the units default)."""
+    page = ServePage(FairConfig(), tmp_path, {"dp_size": 2, "router": "fair_cache_aware"}, lambda: 100)
+    write = (tmp_path / "scheduler-{}.json").as_posix().format
+    for rank, published in ((0, None), (1, None)):
+        Path(write(rank)).write_text(json.dumps({"policy": "dlpm_light", "clients": FAIRNESS,
+                                                 "quantum": published}))
+    assert page.data(None)["bound"]["value"] is None
+    for rank, published in ((0, 1200.0), (1, 3000.0)):
+        Path(write(rank)).write_text(json.dumps({"policy": "dlpm_light", "clients": FAIRNESS,
+                                                 "quantum": published}))
+    assert page.data(None)["bound"]["value"] == 2 * 2 * (3 * 100 + 3000)
+    assert page.params("dlpm", None)["quantum"] == 4096  # a quantum in units: the configured one

@@ -22,14 +22,19 @@ VIRTUAL = ("vtc",)
 FAIR_ROUTERS = ("d2lpm", "d2lpm_guarded", "fair_cache_aware")
 
 
-def quantum_of(policy: str, quantum: float) -> float:
-    """Q^u as the policy runs it (``quantum``; 0: the policy's default)."""
+def quantum_of(policy: str, quantum: float, quantum_s: float = 0.0) -> float | None:
+    """Q^u in units as the policy runs it (``quantum``; 0: the policy's default); None for a quantum in
+    time (``quantum_s`` or the policy's default seconds), which only the worker's measured service
+    turns into units (the schedulers publish it)."""
     if quantum > 0 or policy not in ADMISSION_POLICIES.names():
         return quantum
-    return float(getattr(ADMISSION_POLICIES.get(policy), "default_quantum", 0.0))
+    cls = ADMISSION_POLICIES.get(policy)
+    if quantum_s > 0 or getattr(cls, "default_quantum_s", 0.0) > 0:
+        return None
+    return float(getattr(cls, "default_quantum", 0.0))
 
 
-def stated_bound(policy: str | None, quantum: float, w_e: float, w_q: float, context_len: int | None,
+def stated_bound(policy: str | None, quantum: float | None, w_e: float, w_q: float, context_len: int | None,
                  workers: int = 1, router: str | None = None) -> dict[str, Any]:
     """``{"value", "formula", "source"}``: the bound on the gap (None where no theorem gives one)."""
     none = {"value": None, "formula": f"no stated bound for policy {policy or 'none'}", "source": None}
@@ -44,7 +49,9 @@ def stated_bound(policy: str | None, quantum: float, w_e: float, w_q: float, con
         value = 2 * max(w_e * length, w_q * length)
         return {"value": round(value, 1), "source": "[2] Thm 4.4",
                 "formula": f"2 max(w_e L, w_q L) = 2 max({w_e:g}x{context_len}, {w_q:g}x{context_len})"}
-    q_u = quantum_of(policy, quantum)
+    q_u = quantum_of(policy, quantum) if quantum is not None else None
+    if q_u is None:
+        return {**none, "formula": "Q^u is a quantum in time: not measured by the workers yet"}
     per_worker = 2 * (w_e * length + w_q * length + q_u)
     formula = f"2 (U + Q^u), U = ({w_e:g} + {w_q:g}) x {context_len}, Q^u = {q_u:g}"
     if workers == 1:

@@ -70,10 +70,13 @@ class ServePage:
     def sample(self) -> None:
         self.history.add(self.clock(), read_all(self.directory)["clients"])
 
-    def params(self, policy: str | None) -> dict[str, Any]:
-        """What the bound is computed from (the gateway reads it too)."""
+    def params(self, policy: str | None, published: float | None = None) -> dict[str, Any]:
+        """What the bound is computed from (the gateway reads it too); Q^u is the largest the schedulers
+        published (a quantum in time is measured there), else the configured one."""
         cost = self.config.cost()
-        return {"policy": policy, "quantum": quantum_of(policy or "", self.config.admission.quantum),
+        admission = self.config.admission
+        quantum = published or quantum_of(policy or "", admission.quantum, admission.quantum_s)
+        return {"policy": policy, "quantum": quantum,
                 "w_e": cost.w_e, "w_q": cost.w_q, "context_len": self.context_len(),
                 "workers": int(self.policy_args.get("dp_size") or 1),
                 "router": self.policy_args.get("router")}
@@ -88,7 +91,7 @@ class ServePage:
 
     def data(self, allowed: set[str] | None, series: bool = True) -> dict[str, Any]:
         everything = read_all(self.directory)
-        p = self.params(everything["policy"])
+        p = self.params(everything["policy"], everything.get("quantum"))
         bound = stated_bound(p["policy"], p["quantum"], p["w_e"], p["w_q"], p["context_len"], p["workers"],
                              p["router"])
         history = self.history if series else History(self.history.window_s, self.history.interval_s)
