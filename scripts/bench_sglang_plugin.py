@@ -62,7 +62,7 @@ class Tree:
     requests publish their sequences into it, evicting least-recently-used nodes when full."""
 
     def __init__(self, kv_tokens: int = 60_000) -> None:
-        from sglang_fair.harness.server import unified_radix_cache
+        from sglang_fair.sglang_plugin.match_index import unified_radix_cache
 
         self.cache, self.allocator = unified_radix_cache(kv_tokens)
         self.publish(PREFIX)

@@ -47,6 +47,11 @@ PY
 ensure_engine() {
   if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
     say "engine: the running one ($(docker version -f '{{.Server.Version}}'), storage $(docker info -f '{{.Driver}}'))"
+    if [[ -f "$ENGINE_OWNED" ]]; then  # started by a --prepare run: this run stops it as its own
+      STARTED_ENGINE=1 OPENED_BRIDGES="$(cat "$ENGINE_OWNED")"
+      rm -f "$ENGINE_OWNED"
+      say "engine: started by a --prepare run; stopped at the end of this one"
+    fi
     return
   fi
   [[ "$(id -u)" == 0 ]] || die "no Docker engine answers and this is not root: start one, or run this as root"

@@ -51,7 +51,7 @@ pip=("$py" -m pip install --quiet)
 if [[ -n "${SGLANG_FAIR_WHEEL:-}" ]]; then
   "${pip[@]}" --no-deps "$SGLANG_FAIR_WHEEL"
 else
-  "${pip[@]}" --no-deps -e "$here"
+  PYTHONWARNINGS="ignore:Editable installation" "${pip[@]}" --no-deps -e "$here"  # setuptools' note
 fi
 
 # 5. Shims, installed as a .pth-loaded module in site-packages (run at interpreter start-up):

@@ -54,8 +54,8 @@ def time_policies(workers: int, reqs: list[tuple[str, list[int]]]) -> dict[str, 
     config = RouterConfig(policy="fair_cache_aware", num_workers=workers)
     table = WorkerTable([ServerInfo(f"http://s{i}:1", "m", 1) for i in range(workers)])
     origin, peer = make_routing_policy(config), make_routing_policy(config)
-    third = GatewayRouter(make_routing_policy(config), table)
     link = PeerLink(PeerConfig(port=free_port()), "bench", "t", None, lambda _: b"")
+    third = GatewayRouter(make_routing_policy(config), table, peers=link)
     replication = Replication(link, third)
     replication.on_notice(pm.Alive("peer", 0, "peer", "t"))
     packed = [RoutedPrompt(f"r{i}", c, pack_tokens(t)) for i, (c, t) in enumerate(reqs)]

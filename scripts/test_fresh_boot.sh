@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# The tests whose components keep timers (listed in tests/fresh_boot/timer_tests.txt), run as on a machine
-# booted a minute ago: every Python process, servers and their children included, reads time.monotonic()
+# The tests whose components keep timers (pytest marker `timers`: the router service and its liveness
+# checks, the data-parallel serving path, per-client TTLs, throttled snapshots, the gateway's discovery
+# deadline, health probes and heartbeat liveness, the chaos run's cluster, the router's reconciliation
+# of lost notices), run as on a machine booted a minute ago: every Python process, servers and their children included, reads time.monotonic()
 # near 60 s (tests/fresh_boot/sitecustomize.py). Code that starts a timer at 0 or compares a monotonic
 # reading with a fixed number of seconds behaves differently there. scripts/test.sh runs it after the
 # other tests (it uses its .venv).
@@ -16,5 +18,4 @@ fi
 export FRESH_BOOT_OFFSET=$offset
 export PYTHONPATH="$PWD/tests/fresh_boot${PYTHONPATH:+:$PYTHONPATH}"
 .venv/bin/python -c 'import time; t = time.monotonic(); print(f"time.monotonic() = {t:.1f} s"); assert t < 600 or '"$offset"' == 0'
-mapfile -t timer_tests < <(grep -v '^#' tests/fresh_boot/timer_tests.txt)
-.venv/bin/pytest -q -rs -p no:cacheprovider "${timer_tests[@]}" "$@"
+.venv/bin/pytest -q -rs -p no:cacheprovider -m timers "$@"

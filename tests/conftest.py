@@ -1,11 +1,25 @@
-"""Fixtures shared by the test folders."""
+"""Fixtures and markers shared by the test folders (the markers are registered in pyproject.toml):
+``sglang`` (needs SGLang; skipped without it), ``e2e`` (starts real servers), ``timers`` (run as on a
+freshly booted machine by scripts/test_fresh_boot.sh)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from collections.abc import Iterator
 
 import pytest
+
+SGLANG_MISSING = pytest.mark.skip(reason="SGLang not installed (scripts/install_sglang_cpu.sh)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the tests marked ``sglang`` where SGLang is not installed."""
+    if importlib.util.find_spec("sglang") is not None:
+        return
+    for item in items:
+        if item.get_closest_marker("sglang") is not None:
+            item.add_marker(SGLANG_MISSING)
 
 
 @pytest.fixture(scope="module")

@@ -134,6 +134,7 @@ def build_wheel_from(text: str, tmp: Path) -> Path:
             done = subprocess.run([sys.executable, "-c", code], cwd=found[0].parent,
                                   capture_output=True, text=True, timeout=120)
             assert done.returncode == 0, done.stderr[-3000:]
+            assert "deprecat" not in done.stderr.lower(), done.stderr[-3000:]  # a quiet, future-proof build
             return dist / done.stdout.strip().splitlines()[-1]
     raise AssertionError("no stage COPYs pyproject.toml: the image cannot build the package")
 

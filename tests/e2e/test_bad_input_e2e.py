@@ -1,5 +1,11 @@
-"""Bad input at the HTTP edge of the real CPU server: one server with API keys, every case
-gets a 4xx with an error body, and after each one the server still answers a good request.
+"""Bad input at the HTTP edge of the real CPU server, and through ``sglang-fair gateway`` in front of it.
+
+One server with API keys (trusting the gateway's token): every case gets a 4xx with an error body, and
+after each one the server still answers a good request. Then a gateway in front of it (the same key
+file): each case of the table goes to the server and to the gateway, which answers the same status with
+an OpenAI-style error body (the server's own body where the server decided), and the server keeps serving
+through the gateway; the key, header, body-size and flooding cases, and generated bodies, get through the
+gateway what ``serve`` gives. (One module, one server: the gateway's cases once had their own.)
 
 The table of what each input gets is in docs/reliability.md.
 """
@@ -14,91 +20,56 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bad_input_cases import (
+    CASES,
+    GATEWAY_DECIDES,
+    GOOD,
+    KEYS,
+    MAX_INFLIGHT,
+    OPS,
+    PATHS,
+    SERVER_ARGS,
+    TOKEN,
+    A,
+    bodies,
+    error_message,
+    raw,
+    still_serving,
+)
 from fair_e2e_support import post
 
+from sglang_fair.harness.gateway import running_gateway
 from sglang_fair.harness.server import get_json, running_server
 
 pytestmark = pytest.mark.e2e
-KEYS = {"alice": "k-alice", "bob": "k-bob", "carol": "k-carol", "dave": "k-dave", "ops": "k-ops"}
-A = {"Authorization": "Bearer k-alice"}
-MAX_INFLIGHT = 3
-OPS = {"Authorization": "Bearer k-ops"}
-CONTEXT = 4096
-MODEL = {"model": "default"}  # SGLang's default name; another name gets 404
-GOOD = {**MODEL, "prompt": "the fair share", "max_tokens": 2}
-SERVER_ARGS = ("--schedule-policy", "dlpm_light", "--max-running-requests", "8",
-               "--max-total-tokens", "20000", "--context-length", str(CONTEXT), "--fairness-admins", "ops",
-               "--client-max-inflight", str(MAX_INFLIGHT))
 
 
 @pytest.fixture(scope="module")
-def url(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("bad-input")
-    keys = tmp / "keys.txt"
-    keys.write_text("".join(f"{key} {client}\n" for client, key in KEYS.items()))
-    with running_server(tiny_model, (*SERVER_ARGS, "--client-keys", str(keys)), tmp / "server.log") as base:
+def tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("bad-input")
+
+
+@pytest.fixture(scope="module")
+def trust(tmp: Path) -> tuple[str, ...]:
+    """The flags the server and the gateway share: the key file and the gateway's token."""
+    (tmp / "keys.txt").write_text("".join(f"{key} {client}\n" for client, key in KEYS.items()))
+    (tmp / "token").write_text(TOKEN + "\n")
+    return ("--client-keys", str(tmp / "keys.txt"), "--gateway-token-file", str(tmp / "token"))
+
+
+@pytest.fixture(scope="module")
+def url(tiny_model: Path, tmp: Path, trust: tuple[str, ...]) -> Iterator[str]:
+    with running_server(tiny_model, (*SERVER_ARGS, *trust), tmp / "server.log") as base:
         yield base
 
 
-def raw(url: str, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-    """POST raw bytes; (status, body), or (0, b"") when the server closed the connection."""
-    host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=120)
-    try:
-        conn.request("POST", path, body=body, headers={"content-type": "application/json", **(headers or {})})
-        resp = conn.getresponse()
-        return resp.status, resp.read()
-    except (ConnectionError, http.client.HTTPException):
-        return 0, b""
-    finally:
-        conn.close()
+@pytest.fixture(scope="module")
+def urls(url: str, trust: tuple[str, ...], tmp: Path) -> Iterator[dict[str, str]]:
+    """The server and a gateway in front of it (the same key file), for the cases through the gateway."""
+    with running_gateway([url], trust, tmp / "gateway.log") as gateway:
+        yield {"server": url, "gateway": gateway}
 
 
-def still_serving(url: str) -> None:
-    status, data = post(url, "/v1/completions", GOOD, A)
-    assert status == 200, data[:300]
-
-
-def error_message(data: bytes) -> str:
-    """The message of an OpenAI-style error body (SGLang's native /generate nests it in ``error``)."""
-    doc: Any = json.loads(data)
-    if isinstance(doc.get("error"), dict):
-        doc = doc["error"]
-    assert isinstance(doc.get("message"), str) and doc["message"], doc
-    return str(doc["message"])
-
-
-CASES: dict[str, tuple[str, bytes, int]] = {
-    "malformed JSON (chat)": ("/v1/chat/completions", b'{"model": "default", "messages": [', 400),
-    "malformed JSON (generate)": ("/generate", b'{"text": ', 400),
-    "not JSON": ("/v1/completions", b"hello", 400),
-    "max_tokens a string": ("/v1/completions", json.dumps({**GOOD, "max_tokens": "ten"}).encode(), 400),
-    "messages a string": ("/v1/chat/completions", json.dumps({**MODEL, "messages": "hi"}).encode(), 400),
-    "prompt an object": ("/v1/completions", json.dumps({**MODEL, "prompt": {"x": 1}}).encode(), 400),
-    "no messages": ("/v1/chat/completions", json.dumps(MODEL).encode(), 400),
-    "no prompt": ("/v1/completions", json.dumps(MODEL).encode(), 400),
-    "empty prompt": ("/v1/completions", json.dumps({**GOOD, "prompt": ""}).encode(), 400),
-    "empty messages": ("/v1/chat/completions", json.dumps({**MODEL, "messages": []}).encode(), 400),
-    "empty text (generate)": ("/generate", json.dumps({"text": "", "sampling_params": {"max_new_tokens": 2}})
-                              .encode(), 400),
-    "empty input_ids (generate)": ("/generate", json.dumps({"input_ids": []}).encode(), 400),
-    # a list of sampling params is for a batch, one per prompt: SGLang answered 500 (found by the
-    # generated requests below, 2026-11-24: {"text": "", "sampling_params": []})
-    "sampling_params a list, one prompt (generate)": ("/generate", json.dumps(
-        {"text": "hi", "sampling_params": [{}]}).encode(), 400),
-    "sampling_params shorter than the batch (generate)": ("/generate", json.dumps(
-        {"text": ["a", "b"], "sampling_params": [{}]}).encode(), 400),
-    # token ids outside the vocabulary reached the embedding and crashed the scheduler (found by the
-    # generated requests below)
-    "token id -3 (completions)": ("/v1/completions", json.dumps({**GOOD, "prompt": [5, -3]}).encode(), 400),
-    "token id 10^6 (completions)": ("/v1/completions", json.dumps({**GOOD, "prompt": [10**6]}).encode(), 400),
-    "token id 10^6 (generate)": ("/generate", json.dumps({"input_ids": [1, 10**6]}).encode(), 400),
-    "prompt over the context": ("/v1/completions", json.dumps({**GOOD, "prompt": "the " * 20_000}).encode(),
-                                400),
-    "max_tokens 10^9": ("/v1/completions", json.dumps({**GOOD, "max_tokens": 10**9}).encode(), 400),
-    "max_tokens -1": ("/v1/completions", json.dumps({**GOOD, "max_tokens": -1}).encode(), 400),
-    "unknown model": ("/v1/completions", json.dumps({**GOOD, "model": "gpt-4o"}).encode(), 404),
-}
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -188,31 +159,6 @@ def test_client_listings_need_a_key(url: str) -> None:
     assert err.value.code == 403
 
 
-def bodies(kind: str) -> Any:
-    """Request bodies whose fields are of any JSON type, some plausible, some absurd."""
-    from hypothesis import strategies as st
-
-    ints = st.lists(st.integers(-5, 400), max_size=4)
-    maps = st.dictionaries(st.text(max_size=4), st.integers(), max_size=2)
-    junk = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40), st.floats(),
-                     st.text(max_size=12), ints, maps)
-    small = st.one_of(st.integers(-3, 12), st.just(10**12), junk)
-    text = st.text(min_size=1, max_size=30)
-    message = st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "assistant", "tool", "x"]),
-                                     "content": st.one_of(text, junk)})
-    fields = {"model": st.one_of(st.just("default"), junk), "max_tokens": small, "n": small,
-              "temperature": junk, "top_p": junk, "stop": junk, "stream": st.one_of(st.booleans(), junk),
-              "seed": junk, "logprobs": junk, "user": junk}
-    if kind == "generate":  # SGLang's native API; an empty text crashed the server before the fix
-        sampling = st.fixed_dictionaries({}, optional={"max_new_tokens": small, "temperature": junk})
-        return st.fixed_dictionaries({"text": st.one_of(st.text(max_size=20), junk)},
-                                     optional={"sampling_params": st.one_of(sampling, junk), "stream": junk})
-    main = ({"messages": st.one_of(st.lists(message, min_size=1, max_size=3), junk)} if kind == "chat"
-            else {"prompt": st.one_of(text, st.lists(st.integers(0, 380), min_size=1, max_size=6), junk)})
-    return st.fixed_dictionaries(main, optional=fields)
-
-
-PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
 
 
 @pytest.mark.parametrize("kind", list(PATHS))
@@ -283,3 +229,78 @@ def test_a_dropped_stream_frees_its_slot_and_is_charged_for_what_was_computed(ur
     extend = row["input_tokens"] - row["cached_tokens"]
     assert row["service"] == pytest.approx(1.0 * extend + 2.0 * row["output_tokens"]), row  # w_e, w_q
     still_serving(url)
+
+
+# ---- the same through the gateway ---------------------------------------------------------------------
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_request_gets_what_serve_answers(urls: dict[str, str], case: str) -> None:
+    path, body, expected = CASES[case]
+    direct, direct_data = raw(urls["server"], path, body, A)
+    status, data = raw(urls["gateway"], path, body, A)
+    assert status == direct == expected, (status, direct, data[:300], direct_data[:300])
+    message = error_message(data)
+    if case not in GATEWAY_DECIDES:
+        assert message == error_message(direct_data), (data[:300], direct_data[:300])
+    still_serving(urls["gateway"])
+
+
+@pytest.mark.parametrize(("headers", "reason"), [({}, "missing API key"),
+                                                 ({"Authorization": "Bearer nope"}, "unknown API key")])
+def test_missing_or_unknown_key_gets_the_same_401(urls: dict[str, str], headers: dict[str, str],
+                                                 reason: str) -> None:
+    chat = json.dumps({"model": "default", "messages": [{"role": "user", "content": "a"}]}).encode()
+    for url in (urls["server"], urls["gateway"]):
+        status, data = raw(url, "/v1/chat/completions", chat, headers)
+        assert status == 401 and error_message(data) == reason and json.loads(data)["type"] == "Unauthorized"
+
+
+def test_a_1_mib_prompt_gets_the_servers_400(urls: dict[str, str]) -> None:
+    """Under the gateway's --max-body-bytes: it reads and tokenizes the prompt, and the server refuses
+    it as over the context."""
+    body = json.dumps({**GOOD, "prompt": "the " * (1 << 18)}).encode()
+    status, data = raw(urls["gateway"], "/v1/completions", body, A)
+    assert status == 400 and "context" in error_message(data), data[:300]
+    still_serving(urls["gateway"])
+
+
+def test_oversized_headers_and_a_declared_body_over_the_limit_are_refused_as_by_serve(
+        urls: dict[str, str]) -> None:
+    test_oversized_headers_are_refused(urls["gateway"])
+    test_a_body_over_the_limit_gets_413_before_it_is_read(urls["gateway"])
+
+
+def test_a_flooding_client_gets_the_servers_429_with_retry_after(urls: dict[str, str]) -> None:
+    import concurrent.futures
+
+    erin = {"Authorization": "Bearer k-erin"}  # a client of its own: the server's /fairness counts it
+    long = json.dumps({**GOOD, "max_tokens": 48, "ignore_eos": True}).encode()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        flood = [pool.submit(raw, urls["gateway"], "/v1/completions", long, erin) for _ in range(8)]
+        still_serving(urls["gateway"])  # alice, meanwhile
+        answers = [f.result() for f in flood]
+    statuses = [s for s, _ in answers]
+    assert statuses.count(200) >= MAX_INFLIGHT and statuses.count(429) >= 1, statuses
+    assert set(statuses) <= {200, 429}, statuses
+    assert all(error_message(d) for s, d in answers if s == 429)
+    fairness = get_json(urls["server"] + "/fairness", headers=OPS)["clients"]
+    assert fairness["erin"]["requests"] == statuses.count(200), fairness["erin"]  # charged to erin
+
+
+@pytest.mark.parametrize("kind", ["chat", "generate"])
+def test_generated_requests_never_get_a_5xx_through_the_gateway(urls: dict[str, str], kind: str) -> None:
+    from hypothesis import HealthCheck, given, settings
+
+    path = {"chat": "/v1/chat/completions", "generate": "/generate"}[kind]
+    seen: list[int] = []
+
+    @settings(max_examples=40, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @given(bodies(kind))
+    def check(body: dict[str, Any]) -> None:
+        status, answer = raw(urls["gateway"], path, json.dumps(body).encode(), A)
+        seen.append(status)
+        assert 200 <= status < 500, (status, body, answer[:300])
+
+    check()
+    still_serving(urls["gateway"])
+    assert 200 in seen and any(400 <= s < 500 for s in seen), seen

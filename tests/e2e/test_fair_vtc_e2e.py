@@ -1,8 +1,11 @@
-"""VTC in the real SGLang server; client identity from header, OpenAI ``user`` and the default."""
+"""VTC in the real SGLang server; client identity from header, OpenAI ``user`` and the default;
+``sglang-fair bench`` against it."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +22,7 @@ WINDOW = 15.0
 @pytest.fixture(scope="module")
 def vtc_server(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Summary]]:
     log = tmp_path_factory.mktemp("vtc") / "server.log"
-    args = ("--schedule-policy", "vtc", *MAX_RUNNING, "--client-weights", "medium=2")
+    args = ("--schedule-policy", "vtc", *MAX_RUNNING, "--client-weights", "medium=2", "--enable-cache-report")
     with running_server(tiny_model, args, log) as url:
         # medium keeps as many requests in flight as heavy: both stay backlogged in the queue
         summary = run_scenario(url, Workload(medium_concurrency=24), WINDOW)
@@ -50,3 +53,27 @@ def test_identity_header_then_user_then_default(vtc_server: tuple[str, Summary])
     assert post(url, "/generate", {"text": "the", "sampling_params": {"max_new_tokens": 2}})[0] == 200
     after = {c: requests_eventually(url, c, before[c] + 1) for c in ("hdr", "usr", "default")}
     assert after == {c: before[c] + 1 for c in before}
+
+
+def test_bench_writes_the_sim_keys_from_a_real_server(vtc_server: tuple[str, Summary],
+                                                     tmp_path: Path) -> None:
+    """``sglang-fair bench`` against this server (it had a module, and a server, of its own): a few
+    seconds of Tree-of-Thoughts by two clients of its own."""
+    pytest.importorskip("aiohttp")
+    url, out = vtc_server[0], tmp_path / "real.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "sglang_fair", "bench", "--base-url", url, "--workload", "tot",
+         "--depth", "1", "--clients", "2", "--scenario", "s1", "--duration", "3", "--rate", "0.7",
+         "--grace", "30", "--json", str(out), "--no-progress"],
+        capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(out.read_text())
+    assert doc["errors"] == 0 and doc["programs_finished"] == doc["programs"] > 0
+    assert doc["calls_answered"] == doc["calls_sent"] == doc["requests"]
+    assert set(doc["clients"]) == {"c0", "c1"} and doc["clients"]["c0"]["misbehaving"]
+    assert all(c["service"] > 0 and c["actual_service"] > 0 for c in doc["clients"].values())
+    # samples of a thought and programs after the first share prompts: SGLang's radix cache hits on them
+    assert 0 < doc["cache_hit_rate"] < 1 and "cached_tokens" not in doc["missing"]
+    assert doc["throughput"] > doc["actual_service_rate"] > 0
+    assert 0 < doc["ttft_p50_s"] <= doc["e2e_p50_s"] and doc["tpot_p50_s"] > 0
+    assert set(doc["fairness"]["clients"]) >= {"c0", "c1"}  # this project's server serves /fairness

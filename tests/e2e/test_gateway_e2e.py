@@ -30,9 +30,9 @@ from fair_e2e_support import children, load_in_threads, stopped_under_load
 
 from sglang_fair.harness.scenario import words
 from sglang_fair.harness.server import free_port, get_json, running_server, stop
-from sglang_fair.sglang_plugin.curve import make_keys
+from sglang_fair.links.curve import make_keys
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timers]
 
 TOKEN = "e2e-gateway-token-0123456789abcdef"
 SERVER = ("--max-running-requests", "8", "--max-total-tokens", "4000")

@@ -19,7 +19,7 @@ from fair_e2e_support import load_in_threads
 from sglang_fair.harness.server import free_port, get_json, running_server
 from sglang_fair.sglang_plugin.worker_hooks import ENV_DROP_FINISHED
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timers]
 
 
 def test_lost_finished_notices_from_real_workers_are_reconciled(

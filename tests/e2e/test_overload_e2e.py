@@ -25,7 +25,7 @@ import pytest
 from sglang_fair.harness.scenario import words
 from sglang_fair.harness.server import running_server
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timers]
 FLOOD = 12
 BOUND = 2
 LIGHT_REQUESTS = 6

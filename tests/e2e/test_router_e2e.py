@@ -22,7 +22,7 @@ from sglang_fair.harness.dp_scenario import DPSummary, DPWorkload, run_dp_scenar
 from sglang_fair.harness.scenario import words
 from sglang_fair.harness.server import free_port, get_json, running_server
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timers]
 
 WINDOW_S = 20.0
 SERVER = ("--max-running-requests", "8", "--max-total-tokens", "4500")  # 4 of the 5 programs' prefixes

@@ -28,14 +28,16 @@ from sglang_fair.gateway.health import ServerHealth
 from sglang_fair.gateway.routing import RoutedPrompt
 from sglang_fair.gateway.servers import ServerInfo, WorkerTable
 from sglang_fair.harness.server import free_port
+from sglang_fair.links.curve import gateway_keys, make_keys, serve_curve, server_keys
+from sglang_fair.links.feedback_hub import FeedbackConfig, FeedbackHub
 from sglang_fair.routing import RouterConfig, make_routing_policy
 from sglang_fair.routing.base import DEFAULT_CAPACITY
-from sglang_fair.sglang_plugin.curve import gateway_keys, make_keys, serve_curve, server_keys
-from sglang_fair.sglang_plugin.feedback_hub import FeedbackConfig, FeedbackHub
 from sglang_fair.sglang_plugin.worker_hooks import WorkerLink
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import encode
 from sglang_fair_router.state import load_of
+
+pytestmark = pytest.mark.timers
 
 
 @pytest.fixture()
@@ -253,12 +255,12 @@ def test_silence_cuts_the_requests_in_flight_and_beats_take_the_server_back(keys
                     error = json.loads(rest.strip().split("data: ")[-1])["error"]
                     assert error["code"] == 503 and "no heartbeat" in error["message"], rest
                     assert "[DONE]" not in rest
-                    assert gateway.router.policy.queue[0] == 0 and urls[0] in gateway.health.out
+                    assert gateway.router.policy.queue[0] == 0 and urls[0] in gateway.supervisor.health.out
                     async with s.post(gw + "/v1/chat/completions", json=CHAT) as refused:
                         assert refused.status == 503
                     beats.on.set()
                     for _ in range(100):
-                        if not gateway.health.out:
+                        if not gateway.supervisor.health.out:
                             break
                         await asyncio.sleep(0.05)
                     fake.hold_whole.set()  # type: ignore[union-attr]
@@ -290,7 +292,7 @@ def test_a_gateway_that_did_not_run_for_a_while_hears_the_queued_beats_before_it
                     time.sleep(1.5)  # the whole event loop stands still, and nothing arrives
                     beats.on.set()  # the beats of the pause, heard once it resumes
                     await asyncio.sleep(1.0)
-                    assert gateway.health.out == {}
+                    assert gateway.supervisor.health.out == {}
                     fake.hold.set()  # type: ignore[union-attr]
                     rest = (await asyncio.wait_for(stream.read(), 5)).decode()
                     assert "[DONE]" in rest and "error" not in rest, rest

@@ -4,6 +4,7 @@ token ids, the pinned rank, identity, streaming relayed as it comes, and the fin
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -21,23 +22,31 @@ from fake_sglang import FakeSGLang, Running, fake_tokens
 
 from sglang_fair import cli
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.edge.config import EdgeConfig
+from sglang_fair.edge.keys import parse_key_lines
+from sglang_fair.edge.trust import TOKEN_HEADER, GatewayToken
 from sglang_fair.gateway.app import Gateway, make_app
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.launch import build_gateway, discover_servers
 from sglang_fair.gateway.servers import ServerInfo, WorkerTable
 from sglang_fair.harness.server import free_port
 from sglang_fair.routing import RouterConfig
-from sglang_fair.sglang_plugin.gateway_trust import TOKEN_HEADER, GatewayToken
-from sglang_fair.sglang_plugin.keys import parse_key_lines
+
+pytestmark = pytest.mark.timers
 
 TOKEN = GatewayToken("gateway-token-0123456789abcdef")
 CHAT = {"messages": [{"role": "user", "content": "hello"}], "max_tokens": 3}
 
 
+EDGE_FIELDS = frozenset(f.name for f in dataclasses.fields(EdgeConfig))
+
+
 def config(urls: list[str], policy: str = "round_robin", **kw: Any) -> GatewayConfig:
+    """A gateway's config over ``urls``; the keywords of :class:`EdgeConfig` go to its edge."""
     kw.setdefault("discovery_timeout", 2.0)
+    edge = EdgeConfig(**{k: kw.pop(k) for k in list(kw) if k in EDGE_FIELDS})
     return GatewayConfig(worker_urls=",".join(urls), port=free_port(), router=RouterConfig(policy=policy),
-                         **kw)
+                         edge=edge, **kw)
 
 
 @asynccontextmanager
@@ -113,7 +122,7 @@ def test_requests_go_to_every_worker_with_the_rank_pinned_and_the_client_named()
     a, b = FakeSGLang(dp_size=2), FakeSGLang(dp_size=1)
     with Running(a, b) as urls:
         async def scenario() -> None:
-            async with gateway_at(config(urls, token=TOKEN)) as (url, gateway):
+            async with gateway_at(config(urls, gateway_token=TOKEN)) as (url, gateway):
                 for path, body in [("/v1/chat/completions", CHAT), ("/generate", {"text": "hi"}),
                                    ("/v1/completions", {"prompt": "hi", "n": 2, "routed_dp_rank": 1})]:
                     status, answer = await post(url + path, body, {"X-Client-Id": "carol",
@@ -216,7 +225,7 @@ def test_a_server_gone_after_discovery_is_a_503_naming_it_and_frees_the_queue() 
         async with serving(cfg, table) as (url, gateway):
             status, answer = await post(f"{url}/generate", {"input_ids": [1]})
             assert status == 503 and urls[0] in answer["message"], answer
-            assert gateway.router.policy.queue == [0] and gateway.health.out.keys() == {urls[0]}
+            assert gateway.router.policy.queue == [0] and gateway.supervisor.health.out.keys() == {urls[0]}
     run(scenario)
 
 
@@ -231,7 +240,7 @@ def test_requests_not_started_on_a_gone_server_are_served_by_another() -> None:
                 for i in range(6):
                     status, _ = await post(f"{url}/generate", {"input_ids": [i + 1]})
                     assert status == 200
-                assert gateway.health.out.keys() == {gone_urls[0]}
+                assert gateway.supervisor.health.out.keys() == {gone_urls[0]}
                 assert gateway.router.policy.alive == [2] and gateway.router.policy.queue == [0, 0, 0]
         run(scenario)
     assert len(live.relayed()) == 6
@@ -262,7 +271,7 @@ def test_a_server_that_does_not_connect_in_time_did_not_start_the_request() -> N
         async def scenario() -> None:
             async with serving(cfg, table) as (url, gateway):
                 status, _ = await post(f"{url}/generate", {"input_ids": [1]})
-                assert status == 200 and gateway.health.out.keys() == {silent}
+                assert status == 200 and gateway.supervisor.health.out.keys() == {silent}
         run(scenario)
     assert len(live.relayed()) == 1
     for sock in (*fillers, hole):
@@ -276,7 +285,7 @@ def test_a_server_that_breaks_off_a_started_request_fails_it_with_503_and_is_not
             async with gateway_at(config(urls)) as (url, gateway):
                 status, answer = await post(f"{url}/generate", {"input_ids": [1]})
                 assert status == 503 and "broke off" in answer["message"], answer
-                assert gateway.health.out.keys() == {urls[0]}
+                assert gateway.supervisor.health.out.keys() == {urls[0]}
         run(scenario)
     assert len(broken.relayed()) == 1 and other.relayed() == []
 
@@ -286,12 +295,12 @@ def test_a_failed_health_probe_takes_a_server_out_and_a_passed_one_takes_it_back
     with Running(sick, well) as urls:
         async def scenario() -> None:
             async with gateway_at(config(urls, health_interval=0.05)) as (url, gateway):
-                await until(lambda: urls[0] in gateway.health.out)
+                await until(lambda: urls[0] in gateway.supervisor.health.out)
                 assert gateway.router.policy.alive == [1]
                 for i in range(4):
                     assert (await post(f"{url}/generate", {"input_ids": [i + 1]}))[0] == 200
                 sick.healthy = True
-                await until(lambda: not gateway.health.out)
+                await until(lambda: not gateway.supervisor.health.out)
                 assert gateway.router.policy.alive == [0, 1]
         run(scenario)
     assert sick.relayed() == [] and len(well.relayed()) == 4
@@ -345,7 +354,7 @@ def test_prompts_are_tokenized_only_by_servers_not_taken_out() -> None:
     with Running(out, live) as urls:
         async def scenario() -> None:
             async with gateway_at(config(urls)) as (url, gateway):
-                gateway.health.take_out(urls[0], "a test")
+                gateway.supervisor.health.take_out(urls[0], "a test")
                 for _ in range(4):
                     status, _ = await post(f"{url}/v1/chat/completions", CHAT)
                     assert status == 200

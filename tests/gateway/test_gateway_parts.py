@@ -12,6 +12,8 @@ from sglang_fair.gateway.prompt import prompt_tokens, token_source
 from sglang_fair.gateway.servers import discover
 from sglang_fair.gateway.usage import StreamCounter, output_tokens
 
+pytestmark = pytest.mark.timers
+
 
 @pytest.mark.parametrize(("path", "body", "source"), [
     ("/generate", {"text": "hi"}, {"prompt": "hi"}),

@@ -19,6 +19,8 @@ from sglang_fair.gateway.routing import GatewayRouter
 from sglang_fair.gateway.servers import ServerInfo, WorkerTable, server_info
 from sglang_fair.routing import RouterConfig, make_routing_policy
 
+pytestmark = pytest.mark.timers
+
 
 def test_a_body_over_the_limit_gets_413_before_any_server_hears_of_it() -> None:
     fake = FakeSGLang()

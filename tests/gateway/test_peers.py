@@ -8,7 +8,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import pytest
 
@@ -21,6 +22,8 @@ from sglang_fair.gateway.routing import GatewayRouter, RoutedPrompt
 from sglang_fair.gateway.servers import ServerInfo, WorkerTable
 from sglang_fair.harness.server import free_port
 from sglang_fair.routing import RouterConfig, make_routing_policy
+
+pytestmark = pytest.mark.timers
 
 TABLE = WorkerTable([ServerInfo("http://a:1", "tiny", 2), ServerInfo("http://b:1", "tiny", 2)])
 FP = table_fingerprint(TABLE)
@@ -83,12 +86,13 @@ def test_bad_peer_flags_are_refused(flags: dict[str, object], message: str) -> N
 class Replica:
     """A gateway's router and replica link, without HTTP."""
 
-    def __init__(self, port: int, peers: list[int], table: WorkerTable = TABLE) -> None:
+    def __init__(self, port: int, peers: list[int], table: WorkerTable = TABLE, interval: float = 0.05,
+                 timeout: float = 0.6) -> None:
         config = PeerConfig(port=port, addresses=",".join(f"127.0.0.1:{p}" for p in peers),
-                            interval=0.05, timeout=0.6)
+                            interval=interval, timeout=timeout)
         policy = make_routing_policy(RouterConfig(policy="fair_cache_aware", num_workers=len(table)))
-        self.router = GatewayRouter(policy, table)
         link = PeerLink(config, f"replica-{port}", table_fingerprint(table), None, lambda _: b"")
+        self.router = GatewayRouter(policy, table, peers=link)
         self.replication = Replication(link, self.router)
         self.task: asyncio.Task[None] | None = None
 
@@ -97,10 +101,25 @@ class Replica:
                                                  self.replication.tick))
 
     async def stop(self) -> None:
-        assert self.task is not None
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
-        self.replication.link.close()
+        """Stop its link (idempotent; a test that failed half-way must not leave live sockets behind)."""
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+            self.task = None
+        if not self.replication.link.context.closed:
+            self.replication.link.close()
+
+
+@asynccontextmanager
+async def running(*replicas: Replica) -> AsyncIterator[None]:
+    """Start ``replicas``; stop every one however the block ends."""
+    try:
+        for replica in replicas:
+            replica.start()
+        yield
+    finally:
+        for replica in replicas:
+            await replica.stop()
 
 
 async def until(check: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -115,55 +134,76 @@ def test_two_replicas_share_dispatches_and_finishes_and_release_a_dead_ones() ->
     async def scenario() -> None:
         pa, pb, pc = free_port(), free_port(), free_port()
         a, b = Replica(pa, [pb, pc]), Replica(pb, [pa, pc])
-        a.start(), b.start()
-        await until(lambda: a.replication.book.hearing() and b.replication.book.hearing() != [])
-        ticket = a.router.route("alice", PROMPT)
-        w = ticket.worker.index
-        await until(lambda: b.router.policy.queue[w] == 1)
-        assert b.router.policy.held(_probe(PROMPT))[w] == len(PROMPT)  # b's tree has a's dispatch
-        qa, qb = a.router.policy.counter_view()["alice"], b.router.policy.counter_view()["alice"]
-        assert len({x - y for x, y in zip(qa, qb, strict=True)}) == 1  # the same charges; refills differ
-        assert b.router.route("alice", PROMPT).worker.index == w  # and b routes the prefix there
+        c = Replica(pc, [pa, pb])  # a late replica: started below, what is in flight is replayed to it
+        async with running(a, b):
+            try:
+                await until(lambda: a.replication.book.hearing() and b.replication.book.hearing() != [])
+                ticket = a.router.route("alice", PROMPT)
+                w = ticket.worker.index
+                await until(lambda: b.router.policy.queue[w] == 1)
+                assert b.router.policy.held(_probe(PROMPT))[w] == len(PROMPT)  # b's tree has a's dispatch
+                qa, qb = a.router.policy.counter_view()["alice"], b.router.policy.counter_view()["alice"]
+                assert len({x - y for x, y in zip(qa, qb, strict=True)}) == 1  # same charges; refills differ
+                assert b.router.route("alice", PROMPT).worker.index == w  # and b routes the prefix there
 
-        c = Replica(pc, [pa, pb])  # a late replica: what is in flight is replayed to it
-        c.start()
-        await until(lambda: c.router.policy.queue[w] == 2)
-        a.router.finish(ticket, 5)
-        await until(lambda: b.router.policy.queue[w] == 1 and c.router.policy.queue[w] == 1)
+                c.start()
+                await until(lambda: c.router.policy.queue[w] == 2)
+                a.router.finish(ticket, 5)
+                await until(lambda: b.router.policy.queue[w] == 1 and c.router.policy.queue[w] == 1)
 
-        a.router.route("bob", [7] * 40)
-        await until(lambda: sum(b.router.policy.queue) == 2)
-        await a.stop()  # a dies with bob's request in flight: b and c release it after the timeout
-        await until(lambda: sum(b.router.policy.queue) == 1 and sum(c.router.policy.queue) == 1)
-        assert b.replication.book.counts["released"] == 1
-        await b.stop(), await c.stop()
+                a.router.route("bob", [7] * 40)
+                await until(lambda: sum(b.router.policy.queue) == 2)
+                await a.stop()  # a dies with bob's request in flight: b and c release it after the timeout
+                await until(lambda: sum(b.router.policy.queue) == 1 and sum(c.router.policy.queue) == 1)
+                assert b.replication.book.counts["released"] == 1
+                for replica in (b, c):  # every finish, a peer's and a released one too, went through it
+                    router = replica.router
+                    assert [r + o - f for r, o, f in zip(router.routed, router.observed, router.finished,
+                                                           strict=True)] == router.policy.queue
+                    assert sum(router.observed) >= 2 and sum(router.finished) >= 2
+            finally:
+                await c.stop()
 
     asyncio.run(scenario())
 
 
 def test_a_replica_that_stood_still_does_not_release_what_its_live_peer_has_in_flight() -> None:
-    """b did not run for 5 s (its clock jumps): at its first look its peer seems silent for 5 s, but
-    the silence is b's own (``OwnPause``): nothing is released, and the peer's queued notices are
-    heard before the next look. Control: the same look without the pause check releases bob's."""
+    """b did not run for a while (its clock jumps past the peer timeout): at its first look its peer
+    seems silent, but the silence is b's own (``OwnPause``): nothing is released, and the peer's queued
+    notices are heard before the next look. Control: the same look without the pause check releases
+    bob's. b ticks only when the test says (its own interval is longer than the test), so no look of its
+    loop can come between the jump and the peer's next notice."""
     async def scenario() -> None:
         pa, pb = free_port(), free_port()
-        a, b = Replica(pa, [pb]), Replica(pb, [pa])
-        a.start(), b.start()
-        await until(lambda: a.replication.book.hearing() != [] and b.replication.book.hearing() != [])
-        a.router.route("bob", [7] * 40)
-        await until(lambda: sum(b.router.policy.queue) == 1)
-        b.replication.clock = lambda: time.monotonic() + 5.0
-        b.replication.tick()  # no await since the jump: no notice of a's can have come in between
-        assert sum(b.router.policy.queue) == 1 and b.replication.book.counts["released"] == 0
-        await asyncio.sleep(0.3)  # a's notices, heard on b's new clock
-        assert sum(b.router.policy.queue) == 1 and b.replication.book.counts["released"] == 0
-        b.replication.clock = lambda: time.monotonic() + 10.0
-        b.replication.pause.limit = math.inf  # the control: b's look without the pause check
-        b.replication.tick()
-        assert sum(b.router.policy.queue) == 0 and b.replication.book.counts["released"] == 1
-        await a.stop(), await b.stop()
+        a, b = Replica(pa, [pb]), Replica(pb, [pa], interval=30.0, timeout=60.0)
+        async with running(a, b):
+            await until(lambda: b.replication.book.hearing() != [])  # b applies a's notices
+            a.router.route("bob", [7] * 40)
+            await until(lambda: sum(b.router.policy.queue) == 1)
+            b.replication.clock = lambda: time.monotonic() + 100.0
+            b.replication.tick()  # no await since the jump: no notice of a's can have come in between
+            assert sum(b.router.policy.queue) == 1 and b.replication.book.counts["released"] == 0
+            await until(lambda: b.replication.book.runs[a.replication.link.run].seen > time.monotonic() + 50)
+            b.replication.tick()  # a's notices were heard on b's new clock: a is not silent
+            assert sum(b.router.policy.queue) == 1 and b.replication.book.counts["released"] == 0
+            b.replication.clock = lambda: time.monotonic() + 200.0
+            b.replication.pause.limit = math.inf  # the control: b's look without the pause check
+            b.replication.tick()
+            assert sum(b.router.policy.queue) == 0 and b.replication.book.counts["released"] == 1
 
     asyncio.run(scenario())
+
+
+def test_the_router_announces_on_the_link_it_was_built_with() -> None:
+    """The replication does not rewire a router: one built without the link is refused."""
+    link = PeerLink(PeerConfig(port=free_port()), "r", table_fingerprint(TABLE), None, lambda _: b"")
+    try:
+        policy = make_routing_policy(RouterConfig(policy="round_robin", num_workers=len(TABLE)))
+        with pytest.raises(ValueError, match="peers=link"):
+            Replication(link, GatewayRouter(policy, TABLE))
+        Replication(link, GatewayRouter(policy, TABLE, peers=link))
+    finally:
+        link.close()
 
 
 def test_a_replica_numbering_the_workers_otherwise_is_not_heard() -> None:
@@ -171,12 +211,11 @@ def test_a_replica_numbering_the_workers_otherwise_is_not_heard() -> None:
         pa, pb = free_port(), free_port()
         other = WorkerTable([ServerInfo("http://b:1", "tiny", 2), ServerInfo("http://a:1", "tiny", 2)])
         a, b = Replica(pa, [pb]), Replica(pb, [pa], other)
-        a.start(), b.start()
-        await until(lambda: b.replication.book.counts["ignored"] > 2)
-        a.router.route("alice", PROMPT)
-        await asyncio.sleep(0.3)
-        assert sum(b.router.policy.queue) == 0 and b.replication.book.hearing() == []
-        await a.stop(), await b.stop()
+        async with running(a, b):
+            await until(lambda: b.replication.book.counts["ignored"] > 2)
+            a.router.route("alice", PROMPT)
+            await asyncio.sleep(0.3)
+            assert sum(b.router.policy.queue) == 0 and b.replication.book.hearing() == []
 
     asyncio.run(scenario())
 

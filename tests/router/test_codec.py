@@ -10,6 +10,8 @@ from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import MessageError, encode
 
+pytestmark = pytest.mark.timers
+
 
 def test_round_trips() -> None:
     submit = fm.Submit("r1", "alice", pack_tokens([1, 2, 70_000]))

@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 import zmq
 from test_service import Rig
 
@@ -19,6 +20,8 @@ from sglang_fair_router.config import ServiceConfig
 from sglang_fair_router.fake_worker import FakeWorker
 from sglang_fair_router.service import RouterService
 from sglang_fair_router.state import SETTLE_S, RouterState
+
+pytestmark = pytest.mark.timers
 
 BACKLOG = 50
 

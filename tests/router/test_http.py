@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from sglang_fair_router.http import prometheus_text
+
+pytestmark = pytest.mark.timers
 
 ODD = 'équipe "a"\\b\nc\t'  # non-ASCII, a quote, a backslash, a newline and a tab
 

@@ -22,6 +22,8 @@ from sglang_fair_router.fake_worker import FakeWorker
 from sglang_fair_router.service import RouterService
 from sglang_fair_router.state import RouterState
 
+pytestmark = pytest.mark.timers
+
 
 def submit(s: RouterState, rid: str, client: str) -> int:
     return s.submit(fm.Submit(rid, client, pack_tokens([1, 2, 3])), 0.0)

@@ -25,6 +25,8 @@ from sglang_fair_router.codec import MessageError, encode
 from sglang_fair_router.fake_worker import FakeWorker
 from sglang_fair_router.state import RouterState
 
+pytestmark = pytest.mark.timers
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -10,6 +10,8 @@ from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.state import RouterState
 
+pytestmark = pytest.mark.timers
+
 TTL = 60.0
 
 

@@ -6,6 +6,7 @@ import random
 import threading
 import time
 
+import pytest
 import zmq
 
 from sglang_fair.core.global_tree import pack_tokens
@@ -18,6 +19,8 @@ from sglang_fair_router.fake_worker import FakeWorker
 from sglang_fair_router.http import prometheus_text
 from sglang_fair_router.service import LatencyHistogram, RouterService
 from sglang_fair_router.speed import BenchRouterConfig, run
+
+pytestmark = pytest.mark.timers
 
 
 def test_histogram_percentiles_window_and_overflow() -> None:

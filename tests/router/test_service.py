@@ -21,6 +21,8 @@ from sglang_fair_router.fake_worker import FakeWorker
 from sglang_fair_router.http import serve_state
 from sglang_fair_router.service import RouterService
 
+pytestmark = pytest.mark.timers
+
 
 class Rig:
     def __init__(self, workers: int, policy: str = "d2lpm",

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from sglang_fair.core.global_tree import pack_tokens
 from sglang_fair.routing import RouterConfig, make_routing_policy
 from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.state import RouterState
+
+pytestmark = pytest.mark.timers
 
 
 def state(workers: int = 2, policy: str = "d2lpm") -> RouterState:

@@ -16,9 +16,11 @@ os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
 
 from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.admission.lpm import lpm_order
-from sglang_fair.harness.server import unified_radix_cache
 from sglang_fair.sglang_plugin import scheduler_hooks
+from sglang_fair.sglang_plugin.match_index import unified_radix_cache
 from sglang_fair.sglang_plugin.state import FairState
+
+pytestmark = pytest.mark.sglang
 
 
 @pytest.fixture(scope="module", autouse=True)

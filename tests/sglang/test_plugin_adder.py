@@ -21,6 +21,8 @@ from sglang_fair.admission import AdmissionConfig, make_admission_policy
 from sglang_fair.sglang_plugin.adder import fair_adder_class
 from sglang_fair.sglang_plugin.state import FairState
 
+pytestmark = pytest.mark.sglang
+
 
 @dataclass(eq=False)
 class Req:

@@ -19,6 +19,8 @@ os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
 from sglang_fair.sglang_plugin import fence
 from sglang_fair.sglang_plugin.hooks import ATTRIBUTES, HOOKS, SGLANG_VERSION, USED_NAMES, Hook, M
 
+pytestmark = pytest.mark.sglang
+
 
 def test_pinned_version() -> None:
     import sglang

@@ -16,7 +16,7 @@ pytest.importorskip("sglang", reason="SGLang not installed (scripts/install_sgla
 os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")
 
 import zmq
-from plugin_fakes import FakeReq
+from plugin_support import FakeReq
 
 from sglang_fair.core.global_tree import pack_tokens
 from sglang_fair.sglang_plugin import worker_hooks
@@ -26,6 +26,8 @@ from sglang_fair.sglang_plugin.worker_hooks import EvictionPublisher, WorkerLink
 from sglang_fair_router import frontend_msgs as fm
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import encode
+
+pytestmark = pytest.mark.sglang
 
 CTX: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
 

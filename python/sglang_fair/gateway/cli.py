@@ -13,7 +13,7 @@ from typing import Any
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.gateway.config import add_gateway_flags, gateway_config
-from sglang_fair.sglang_plugin.curve import GATEWAY, make_keys
+from sglang_fair.links.curve import GATEWAY, make_keys
 
 
 def register(subparsers: Any) -> None:
@@ -56,4 +56,10 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as err:
         raise ConfigError(f"the gateway needs the 'gateway' extra ({err}): pip install 'sglang-fair[gateway]'"
                           ) from None
+    if config.ext_proc.port:
+        try:
+            import sglang_fair.gateway.epp_front  # noqa: F401 (grpc, protobuf)
+        except ModuleNotFoundError as err:
+            raise ConfigError(f"--ext-proc-port needs the 'epp' extra ({err}): pip install "
+                              "'sglang-fair[gateway,epp]'") from None
     return serve(config)

@@ -1,6 +1,6 @@
 """What the gateway hears from every server's feedback port: evictions for the tree, heartbeats for liveness.
 
-A server started with ``--feedback-port`` publishes its workers' notices (``sglang_plugin/
+A server started with ``--feedback-port`` publishes its workers' notices (``links/
 feedback_hub.py``; the router's own messages, ``worker_msgs``) and says where at ``GET
 /sglang_fair/feedback``; discovery reads that (``servers.py``), so the gateway needs only URLs. One
 ZMQ SUB socket per server connects to ``tcp://HOST:PORT``, HOST from the server's URL, as a CurveZMQ
@@ -32,7 +32,8 @@ import zmq.asyncio
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.gateway.servers import WorkerTable
-from sglang_fair.sglang_plugin.curve import CurveKeys, connect_curve
+from sglang_fair.links.curve import CurveKeys
+from sglang_fair.links.sockets import subscriber
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import MessageError
 
@@ -119,14 +120,7 @@ def check_keys(found: Sequence[FeedbackSource], keys: CurveKeys | None) -> None:
 
 def subscribe(context: Any, source: FeedbackSource, keys: CurveKeys | None) -> Any:
     """A SUB socket on ``source`` (CURVE when the server speaks it)."""
-    sock = context.socket(zmq.SUB)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)  # a gone server: retry with backoff up to 2 s
-    if source.curve and keys is not None:
-        connect_curve(sock, keys)
-    sock.setsockopt(zmq.SUBSCRIBE, b"")
-    sock.connect(source.endpoint)
-    return sock
+    return subscriber(context, source.endpoint, keys if source.curve else None)
 
 
 def global_worker(table: WorkerTable, url: str, msg: wm.Feedback) -> int | None:

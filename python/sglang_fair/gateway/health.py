@@ -12,21 +12,28 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 from sglang_fair.gateway.servers import WorkerTable
-from sglang_fair.routing import RoutingPolicy
 
 logger = logging.getLogger("sglang_fair.gateway")
 Probe = Callable[[str], Awaitable[bool]]  # a server's base URL -> healthy?
 
 
+class Marks(Protocol):
+    """Where a server's workers are marked dead or alive (``routing.GatewayRouter``, the policy's owner)."""
+
+    def mark_dead(self, worker: int) -> None: ...
+    def mark_alive(self, worker: int) -> None: ...
+
+
 class ServerHealth:
-    """The servers taken out, kept in step with the policy's dead workers (one event loop: no lock).
+    """The servers taken out, kept in step with the router's dead workers (one event loop: no lock).
     A server is out while any source (``probe``: failed probes or a failed send; ``feedback``)
     holds it out; the view ``out`` gives each one's first reason."""
 
-    def __init__(self, table: WorkerTable, policy: RoutingPolicy, probe_failures: int = 1) -> None:
-        self.table, self.policy, self.probe_failures = table, policy, probe_failures
+    def __init__(self, table: WorkerTable, marks: Marks, probe_failures: int = 1) -> None:
+        self.table, self.marks, self.probe_failures = table, marks, probe_failures
         self.reasons: dict[str, dict[str, str]] = {}  # base URL -> source -> why it was taken out
         self.failed: dict[str, int] = {}  # base URL -> probes failed in a row
 
@@ -41,7 +48,7 @@ class ServerHealth:
         held[source] = why
         if len(held) == 1:
             for worker in self.table.of_server(url):
-                self.policy.mark_dead(worker.index)
+                self.marks.mark_dead(worker.index)
         logger.warning("gateway: %s taken out: %s", url, why)
 
     def take_back(self, url: str, source: str = "probe") -> None:
@@ -53,7 +60,7 @@ class ServerHealth:
             return
         del self.reasons[url]
         for worker in self.table.of_server(url):
-            self.policy.mark_alive(worker.index)
+            self.marks.mark_alive(worker.index)
         logger.warning("gateway: %s healthy again, taken back", url)
 
     async def check(self, probe: Probe) -> None:

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 
 import uvicorn
 
-from sglang_fair.core.global_tree import WIDTH
 from sglang_fair.gateway.app import Gateway, make_app
 from sglang_fair.gateway.config import GatewayConfig
+from sglang_fair.gateway.duties import EXIT_DUTY_FAILED
 from sglang_fair.gateway.feedback import FeedbackListener, Liveness, sources, wait_first_beats
-from sglang_fair.gateway.replication import replicate
+from sglang_fair.gateway.replication import Replication, peer_link
 from sglang_fair.gateway.routing import GatewayRouter
 from sglang_fair.gateway.servers import WorkerTable, discover
 from sglang_fair.gateway.upstream import Upstream, make_session
 from sglang_fair.routing import make_routing_policy
-from sglang_fair_router import worker_msgs as wm
-from sglang_fair_router.state import load_of
 
 ANSWER_TIMEOUT_S = 30.0  # one /server_info try at start-up, once connected
 
@@ -27,37 +26,45 @@ async def discover_servers(config: GatewayConfig) -> WorkerTable:
     ``ConfigError`` if one stays silent for ``--discovery-timeout`` or they disagree)."""
     answer_within = min(config.discovery_timeout, ANSWER_TIMEOUT_S)
     async with make_session(answer_within, config.connect_timeout) as session:
-        upstream = Upstream(session, config.client_header, config.token)
+        upstream = Upstream(session, config.edge.client_header, config.edge.gateway_token)
         return await discover(config.urls(), upstream.get_json, config.discovery_timeout,
                               report=lambda line: print(f"sglang-fair gateway: {line}", flush=True))
 
 
 def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
-    """The gateway over ``table`` with the configured routing policy (one global tree for all
-    workers), hearing the feedback ports of the servers that have one."""
-    policy = make_routing_policy(config.routing(len(table)))
+    """The gateway over ``table``: one router owning the configured routing policy (one global tree
+    for all workers) and announcing on the replica link (if any), hearing the feedback ports of the
+    servers that have one."""
+    link = peer_link(config, table)
+    router = GatewayRouter(make_routing_policy(config.routing(len(table))), table,
+                           config.edge.client_max_inflight, config.edge.idle_ttl(), peers=link)
     listener = None
     if sources(table):
         heard = [w.index for w in table if w.server.feedback_endpoint]
         liveness = Liveness(heard, config.heartbeat_timeout, config.stall_timeout, time.monotonic())
-
-        def on_evict(worker: int, tokens: bytes, start: int) -> None:
-            policy.on_evict(worker, tokens, min(start, len(tokens) // WIDTH))
-
-        def on_load(worker: int, load: wm.Load) -> None:  # the worker's capacity and service rate
-            policy.on_load(worker, load_of(load))
-
-        listener = FeedbackListener(table, config.curve_keys, on_evict, liveness, on_load=on_load)
-    router = GatewayRouter(policy, table, config.client_max_inflight, config.idle_ttl())
-    return Gateway(config, table, router, listener, replicate(config, table, router))
+        listener = FeedbackListener(table, config.curve_keys, router.evicted, liveness, on_load=router.loaded)
+    return Gateway(config, table, router, listener, Replication(link, router) if link is not None else None)
 
 
 def serve(config: GatewayConfig) -> int:
-    """Discover the servers, hear every feedback port once, then serve until interrupted."""
+    """Discover the servers, hear every feedback port once, then serve until interrupted (0), or until
+    a background duty keeps failing (:data:`~sglang_fair.gateway.duties.EXIT_DUTY_FAILED`)."""
     table = asyncio.run(discover_servers(config))
     wait_first_beats(table, config.curve_keys, config.feedback_timeout)
     gateway = build_gateway(config, table)
+    server = uvicorn.Server(uvicorn.Config(make_app(gateway), host=config.host, port=config.port,
+                                           log_level="warning"))
+
+    def give_up(duty: str) -> None:
+        server.should_exit = True
+
+    gateway.duties.on_give_up = give_up
     print(f"sglang-fair gateway: {len(table.servers)} servers of {table.model!r}, {len(table)} workers, "
           f"policy {config.router.policy}, on http://{config.host}:{config.port}", flush=True)
-    uvicorn.run(make_app(gateway), host=config.host, port=config.port, log_level="warning")
+    server.run()
+    if gateway.duties.given_up:
+        print(f"sglang-fair gateway: background duty {gateway.duties.given_up[0]!r} kept failing: exiting "
+              f"with status {EXIT_DUTY_FAILED} for the supervisor to restart the gateway", file=sys.stderr,
+              flush=True)
+        return EXIT_DUTY_FAILED
     return 0

@@ -31,7 +31,9 @@ import zmq.asyncio
 
 from sglang_fair.core.errors import require
 from sglang_fair.gateway import peer_msgs as pm
-from sglang_fair.sglang_plugin.curve import CurveKeys, serve_curve
+from sglang_fair.gateway.peer_dns import PeerEndpoints
+from sglang_fair.links.curve import CurveKeys
+from sglang_fair.links.sockets import publisher, subscriber
 
 logger = logging.getLogger("sglang_fair.gateway")
 Released = tuple[int, str]  # (worker, client) of a request in flight that a dead run dispatched
@@ -48,7 +50,8 @@ class PeerConfig:
         "help": "address the peer port binds to; other than loopback needs --feedback-keys"})
     addresses: str = field(default="", metadata={
         "help": "the other replicas' peer ports, comma-separated HOST:PORT (with --feedback-keys "
-                "KEYNAME@HOST:PORT, KEYNAME the peer's gateway key pair)"})
+                "KEYNAME@HOST:PORT, KEYNAME the peer's gateway key pair); a HOST that resolves to several "
+                "addresses (a headless Service) is every one of them, resolved again every 5 s"})
     name: str = field(default="", metadata={"help": "this replica's name in views (default: host:port)"})
     interval: float = field(default=0.5, metadata={"help": "seconds between this replica's Alive notices"})
     timeout: float = field(default=5.0, metadata={
@@ -177,10 +180,7 @@ class PeerLink:
         self.seq = 0
         self.mine: dict[str, pm.Dispatched] = {}  # this replica's requests in flight, as announced
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self.pub = self.context.socket(zmq.PUB)
-        self.pub.setsockopt(zmq.LINGER, 0)
-        self.auth = serve_curve(self.pub, keys) if keys is not None else None
-        self.pub.bind(f"tcp://{config.host}:{config.port}")
+        self.pub, self.auth = publisher(self.context, config.host, config.port, keys)
         self.sent_bytes = 0
 
     def _next(self) -> int:
@@ -212,18 +212,12 @@ class PeerLink:
                                     replay=True))
         return len(self.mine)
 
-    def subscribe(self, key_name: str, address: str) -> tuple[Any, Any]:
-        """An asyncio context and SUB socket on one peer (CURVE with the peer's own key)."""
+    def subscribe(self, key_name: str) -> tuple[Any, Any]:
+        """An asyncio context and SUB socket for one peer entry (CURVE with the peer's own key); it is
+        connected to the entry's addresses by ``peer_dns.PeerEndpoints``."""
         context = zmq.asyncio.Context()
-        sock = context.socket(zmq.SUB)
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.setsockopt(zmq.RECONNECT_IVL_MAX, 2000)
-        if self.keys is not None:
-            sock.curve_secretkey, sock.curve_publickey = self.keys.secret, self.keys.public
-            sock.curve_serverkey = self.peer_key(key_name)
-        sock.setsockopt(zmq.SUBSCRIBE, b"")
-        sock.connect(f"tcp://{address}")
-        return context, sock
+        server_key = self.peer_key(key_name) if self.keys is not None else None
+        return context, subscriber(context, None, self.keys, server_key)
 
     def close(self) -> None:
         if self.auth is not None:
@@ -246,8 +240,9 @@ async def receive(sock: Any, on_notice: Callable[[pm.Notice], None]) -> None:
 async def run_link(link: PeerLink, on_notice: Callable[[pm.Notice], None],
                    tick: Callable[[], None]) -> None:
     """Listen to every peer and call ``tick`` every ``--peer-interval`` until cancelled."""
-    subs = [link.subscribe(key, address) for key, address in link.config.peers()]
-    listeners = [asyncio.create_task(receive(sock, on_notice)) for _, sock in subs]
+    subs = [(link.subscribe(key), address) for key, address in link.config.peers()]
+    listeners = [asyncio.create_task(receive(sock, on_notice)) for (_, sock), _ in subs]
+    listeners += [asyncio.create_task(PeerEndpoints(sock, address).follow()) for (_, sock), address in subs]
     try:
         while True:
             tick()
@@ -255,5 +250,5 @@ async def run_link(link: PeerLink, on_notice: Callable[[pm.Notice], None],
     finally:
         for task in listeners:
             task.cancel()
-        for context, _ in subs:
+        for (context, _), _ in subs:
             context.destroy(linger=0)

@@ -5,16 +5,20 @@ Exact and cheap: the gateway asks a server's own ``/tokenize`` (SGLang 0.5.23,
 and renders ``messages`` through the same ``OpenAIServingChat`` path (chat template, tools,
 ``chat_template_kwargs``) as a chat completion. Token ids a request already carries (``input_ids``,
 a completion's token prompt) are used as they are. One extra round trip per text request; no
-tokenizer is loaded in the gateway. A batch is routed on its first prompt.
+tokenizer is loaded in the gateway. A batch is routed on its first prompt. :class:`ServerTokenizer` is
+the gateway's one tokenizer: the servers not taken out take turns.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from sglang_fair.edge.trust import PIN_FIELDS
+from sglang_fair.gateway.servers import ServerInfo
+
 CHAT, COMPLETIONS, GENERATE = "/v1/chat/completions", "/v1/completions", "/generate"
-PIN_FIELDS = ("routed_dp_rank", "data_parallel_rank")
 NOT_TOKENIZED = (*PIN_FIELDS, "prompt", "stream", "stream_options")  # /tokenize refuses streaming (501)
 
 TokenSource = list[int] | dict[str, Any] | None  # ids as they are, a /tokenize body, or nothing
@@ -70,3 +74,29 @@ def _keys(ids: list[Any]) -> list[int]:
     if all(isinstance(t, int) and 0 <= t < 1 << 32 for t in ids):
         return list(ids)
     return []
+
+
+PostJson = Callable[[str, str, dict[str, Any], float], Awaitable[Any]]  # (url, path, body, timeout)
+
+
+class ServerTokenizer:
+    """The prompt's token ids from a server's ``/tokenize``, within ``timeout`` s: ``servers()`` (those
+    not taken out) take turns; ``post`` is the gateway's upstream call (``upstream.Upstream.post_json``,
+    bound once its session is open)."""
+
+    def __init__(self, servers: Callable[[], list[ServerInfo]], timeout: float) -> None:
+        self.servers, self.timeout = servers, timeout
+        self.post: PostJson | None = None
+        self._turn = itertools.count()
+
+    async def tokenize(self, body: dict[str, Any]) -> Any:
+        """One server's ``/tokenize`` answer for ``body``."""
+        if self.post is None:
+            raise RuntimeError("the gateway is not started")
+        servers = self.servers()
+        server = servers[next(self._turn) % len(servers)]
+        return await self.post(server.url, "/tokenize", body, self.timeout)
+
+    async def tokens(self, path: str, body: dict[str, Any]) -> list[int]:
+        """The token ids of the prompt of a request to ``path`` (none when they cannot be had)."""
+        return await prompt_tokens(token_source(path, body), self.tokenize)

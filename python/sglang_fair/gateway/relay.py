@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 from fastapi.responses import StreamingResponse
 
-from sglang_fair.gateway.prompt import PIN_FIELDS
+from sglang_fair.edge.trust import PIN_FIELDS
 from sglang_fair.gateway.routing import GatewayRouter, Ticket
 from sglang_fair.gateway.usage import StreamCounter
 
@@ -24,10 +24,6 @@ logger = logging.getLogger("sglang_fair.gateway")
 
 def where(ticket: Ticket) -> str:
     return f"worker {ticket.worker.index} ({ticket.worker.server.url})"
-
-
-class Cut(Exception):
-    """Feedback took the server out while a request was in flight there (the reason)."""
 
 
 class Relay:

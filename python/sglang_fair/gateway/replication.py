@@ -2,9 +2,11 @@
 
 :class:`Replication` joins a :class:`~sglang_fair.gateway.peers.PeerLink` (the sockets), a
 :class:`~sglang_fair.gateway.peers.PeerBook` (what each peer run has in flight) and the gateway's
-:class:`~sglang_fair.gateway.routing.GatewayRouter` (the policy): a peer's dispatch is observed, its
-finish is the policy's finish, a new peer that hears this replica gets its requests in flight again,
-and a peer silent for ``--peer-timeout`` has its requests in flight released.
+:class:`~sglang_fair.gateway.routing.GatewayRouter` (the policy's owner): a peer's dispatch is
+observed, its finish goes through ``GatewayRouter.finish`` as a peer's ticket, a new peer that hears this
+replica gets its requests in flight again, and a peer silent for ``--peer-timeout`` has its requests in
+flight released (finished with no output). The router announces this replica's own dispatches and
+finishes on the link it was built with (:func:`peer_link`).
 """
 
 from __future__ import annotations
@@ -19,10 +21,10 @@ from typing import Any
 from sglang_fair.gateway import peer_msgs as pm
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.feedback import OwnPause
-from sglang_fair.gateway.peers import PeerBook, PeerLink
+from sglang_fair.gateway.peers import PeerBook, PeerLink, run_link
 from sglang_fair.gateway.routing import GatewayRouter
 from sglang_fair.gateway.servers import WorkerTable
-from sglang_fair.sglang_plugin.curve import public_key, replica_keys
+from sglang_fair.links.curve import public_key, replica_keys
 
 
 def table_fingerprint(table: WorkerTable) -> str:
@@ -36,26 +38,26 @@ class Replication:
 
     def __init__(self, link: PeerLink, router: GatewayRouter,
                  clock: Callable[[], float] = time.monotonic) -> None:
+        if router.peers is not link:
+            raise ValueError("the router must announce on this link (GatewayRouter(..., peers=link))")
         self.link, self.router, self.clock = link, router, clock
         self.book = PeerBook(link.run, link.table, link.config.timeout)
         self.pause = OwnPause(link.config.timeout / 2, clock())
         self.bad_workers = 0
-        router.peers = link
 
     def on_notice(self, msg: pm.Notice) -> None:
         peer = self.book.heard(msg, self.clock())
         if peer is None:
             return
-        policy = self.router.policy
         if isinstance(msg, pm.Dispatched):
-            if msg.worker >= len(policy.queue):
+            if msg.worker >= len(self.router.table):
                 self.bad_workers += 1
             elif self.book.dispatched(peer, msg):
                 self.router.observe(msg.rid, msg.client, msg.worker, msg.tokens)
         elif isinstance(msg, pm.Finished):
             done = self.book.finished(peer, msg)
             if done is not None:
-                policy.on_finish(done[0], done[1], msg.output_tokens)
+                self.router.finish(self.router.peer_ticket(done[0], done[1], msg.rid), msg.output_tokens)
         elif self.book.alive(peer, msg):
             self.book.counts["replays_sent"] += self.link.replay()
 
@@ -64,15 +66,19 @@ class Replication:
         their notices wait in its sockets); tell the peers this replica is alive."""
         now = self.clock()
         for worker, client in () if self.pause.late(now) else self.book.expire(now):
-            self.router.policy.on_finish(worker, client, 0)
+            self.router.finish(self.router.peer_ticket(worker, client), 0)
         self.link.alive(self.book.hearing())
+
+    async def run(self) -> None:
+        """Hear the peers and tick every ``--peer-interval`` until cancelled (a background duty)."""
+        await run_link(self.link, self.on_notice, self.tick)
 
     def view(self) -> dict[str, Any]:
         return {"run": self.link.run, "name": self.link.name, "sent_bytes": self.link.sent_bytes,
                 "sent": self.link.seq, "bad_workers": self.bad_workers, **self.book.view(self.clock())}
 
 
-def replicate(config: GatewayConfig, table: WorkerTable, router: GatewayRouter) -> Replication | None:
+def peer_link(config: GatewayConfig, table: WorkerTable) -> PeerLink | None:
     """The replica link of ``--peer-port`` (None without one), CurveZMQ with ``--feedback-keys``."""
     if not config.peer.port:
         return None
@@ -80,5 +86,4 @@ def replicate(config: GatewayConfig, table: WorkerTable, router: GatewayRouter) 
     if directory:
         keys = replica_keys(directory, config.feedback_key_name)
     name = config.peer.name or f"{socket.gethostname()}:{config.port}"
-    link = PeerLink(config.peer, name, table_fingerprint(table), keys, lambda key: public_key(directory, key))
-    return Replication(link, router)
+    return PeerLink(config.peer, name, table_fingerprint(table), keys, lambda key: public_key(directory, key))

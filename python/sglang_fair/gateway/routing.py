@@ -1,10 +1,13 @@
 """The routing policy over every server's workers: one policy object, one global tree, global indices.
 
-:class:`GatewayRouter` hands the registry's policy (``make_routing_policy``) a request of token ids
-and turns the worker it picks into a (server, rank) :class:`Ticket`; the finish of the response
-(heard at the HTTP level when the gateway has relayed its last byte) goes back as ``on_finish``;
-evictions come from the servers' feedback ports (``feedback.py``). It also keeps each client's
-requests in flight (``routing/clients.py``, the router process's book too): over
+:class:`GatewayRouter` owns the registry's policy (``make_routing_policy``); everything the gateway
+tells the policy goes through it. It hands the policy a request of token ids and turns the worker it
+picks into a (server, rank) :class:`Ticket`; every finish, this replica's own (heard at the HTTP level
+when the gateway has relayed its last byte) and its peer replicas' (``replication.py``), comes back
+through :meth:`GatewayRouter.finish`, so its counts hold ``queue = routed + observed - finished`` per
+worker; evictions and load reports (``feedback.py``) and the servers taken out or back (``supervision.py``)
+too. It also
+keeps each client's requests in flight (``routing/clients.py``, the router process's book too): over
 ``client_max_inflight`` a request is refused (``ClientOverLimit``, 429), and a client with none in
 flight for ``client_ttl`` seconds is forgotten by the policy (its counters: one that returns is a new
 client).
@@ -18,10 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from sglang_fair.core.global_tree import pack_tokens
+from sglang_fair.core.global_tree import WIDTH, pack_tokens
 from sglang_fair.gateway.servers import Worker, WorkerTable
 from sglang_fair.routing import RoutingPolicy
 from sglang_fair.routing.clients import ClientBook
+from sglang_fair_router import worker_msgs as wm
+from sglang_fair_router.state import load_of
 
 
 @dataclass(frozen=True)
@@ -42,12 +47,14 @@ class Announcer(Protocol):
 
 @dataclass(frozen=True)
 class Ticket:
-    """One routed request: where it went, for whom, on how many prompt tokens."""
+    """One routed request: where it went, for whom, on how many prompt tokens; ``peer``: a peer
+    replica routed it (this replica observed it)."""
 
     rid: str
     client: str
     worker: Worker
     prompt_tokens: int
+    peer: bool = False
 
 
 class GatewayRouter:
@@ -62,9 +69,9 @@ class GatewayRouter:
         self.clients = ClientBook(client_ttl, client_max_inflight, "gateway")
         self._ids = itertools.count()
         self.routed = [0] * len(table)
-        self.finished = [0] * len(table)
+        self.observed = [0] * len(table)  # dispatches of peer replicas recorded
+        self.finished = [0] * len(table)  # this replica's and its peers'
         self.forgotten = 0
-        self.observed = 0  # dispatches of peer replicas recorded
 
     def route(self, client: str, tokens: Sequence[int]) -> Ticket:
         """Pick a worker for ``client``'s prompt ``tokens`` (raises ``NoWorkerError`` if none is alive,
@@ -80,19 +87,46 @@ class GatewayRouter:
         return Ticket(rid, client, self.table[index], len(tokens))
 
     def finish(self, ticket: Ticket, output_tokens: int) -> None:
-        """The response of ``ticket`` ended (completed, failed or cut) after ``output_tokens``."""
+        """The response of ``ticket`` ended (completed, failed or cut) after ``output_tokens``; a peer's
+        ticket (:meth:`peer_ticket`) when the peer said so or was released silent."""
+        output_tokens = max(0, output_tokens)
         self.finished[ticket.worker.index] += 1
-        self.policy.on_finish(ticket.worker.index, ticket.client, max(0, output_tokens))
-        self.clients.leave(ticket.client)
+        self.policy.on_finish(ticket.worker.index, ticket.client, output_tokens)
+        if not ticket.peer:
+            self.clients.leave(ticket.client)
+            if self.peers is not None:
+                self.peers.finished(ticket.rid, output_tokens)
         self.clients.touch(ticket.client, self.clock())
-        if self.peers is not None:
-            self.peers.finished(ticket.rid, max(0, output_tokens))
 
     def observe(self, rid: str, client: str, worker: int, tokens: bytes) -> None:
         """A peer replica dispatched ``rid`` to ``worker``: the policy records it as its own."""
         self.policy.observe(RoutedPrompt(rid, client, tokens), worker)
         self.clients.touch(client, self.clock())  # a client busy at a peer is not idle here
-        self.observed += 1
+        self.observed[worker] += 1
+
+    def peer_ticket(self, worker: int, client: str, rid: str = "") -> Ticket:
+        """The ticket of a request a peer replica dispatched (its finish goes through :meth:`finish`)."""
+        return Ticket(rid, client, self.table[worker], 0, peer=True)
+
+    def busy(self, worker: int) -> bool:
+        """Has ``worker`` requests in flight (this replica's or its peers')?"""
+        return self.policy.queue[worker] > 0
+
+    def evicted(self, worker: int, tokens: bytes, start: int) -> None:
+        """``worker``'s cache dropped ``tokens`` (packed) from position ``start`` (a feedback notice)."""
+        self.policy.on_evict(worker, tokens, min(start, len(tokens) // WIDTH))
+
+    def loaded(self, worker: int, load: wm.Load) -> None:
+        """``worker`` reported its load (a heartbeat's): the policy learns its capacity and service rate."""
+        self.policy.on_load(worker, load_of(load))
+
+    def mark_dead(self, worker: int) -> None:
+        """``worker``'s server is taken out: route nothing there."""
+        self.policy.mark_dead(worker)
+
+    def mark_alive(self, worker: int) -> None:
+        """``worker``'s server is taken back."""
+        self.policy.mark_alive(worker)
 
     def expire(self) -> list[str]:
         """Forget the clients without a request in flight for the client TTL."""
@@ -103,11 +137,13 @@ class GatewayRouter:
         return gone
 
     def state(self) -> dict[str, object]:
-        """Per worker: server, rank, requests routed, finished and in flight (the policy's queue)."""
+        """Per worker: server, rank, requests routed here, observed from peers, finished (both) and in
+        flight (the policy's queue)."""
         return {"policy": self.policy.name, "model": self.table.model,
                 "clients_in_flight": len(self.clients.inflight), "forgotten_clients": self.forgotten,
-                "observed_from_peers": self.observed,
+                "observed_from_peers": sum(self.observed),
                 "workers": [
             {"index": w.index, "server": w.server.url, "rank": w.rank, "routed": self.routed[w.index],
-             "finished": self.finished[w.index], "queue": self.policy.queue[w.index]}
+             "observed": self.observed[w.index], "finished": self.finished[w.index],
+             "queue": self.policy.queue[w.index]}
             for w in self.table]}

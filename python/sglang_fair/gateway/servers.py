@@ -18,8 +18,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sglang_fair.core.errors import ConfigError
-from sglang_fair.sglang_plugin.feedback_hub import ADVERT_PATH
-from sglang_fair.sglang_plugin.model_names import ModelNames
+from sglang_fair.edge.model_names import ModelNames
+from sglang_fair.links.feedback_hub import ADVERT_PATH
 
 
 @dataclass(frozen=True)

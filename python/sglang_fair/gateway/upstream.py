@@ -13,7 +13,7 @@ from typing import Any
 
 import aiohttp
 
-from sglang_fair.sglang_plugin.gateway_trust import TOKEN_HEADER, GatewayToken
+from sglang_fair.edge.trust import TOKEN_HEADER, GatewayToken
 
 GATEWAY_CLIENT = "__gateway__"  # the client the gateway's own calls (discovery, tokenize) are made as
 

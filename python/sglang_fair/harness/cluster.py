@@ -1,11 +1,13 @@
-"""Two CPU servers and two gateway replicas on one machine, with handles to break them (for
-``scripts/chaos.py`` and its test).
+"""Two CPU servers, two gateway replicas and HAProxy in front of them on one machine, with handles to
+break them (for ``scripts/chaos.py``, ``scripts/soak_cluster.py`` and their tests).
 
 Each server (``sglang-fair serve``, one worker) serves HTTP on ``127.0.0.2`` and publishes its feedback
 on ``127.0.0.1``; a :class:`LinkProxy` carries the feedback from ``127.0.0.1:F`` to ``127.0.0.2:F``, where
 the gateways look for it (a server's feedback host is its URL's), so the link can be cut while HTTP goes
-on. The gateways (``sglang-fair gateway``) share what they route over their peer ports. Every process
-runs in its own session, so a signal reaches the whole server or gateway, or only its scheduler.
+on. The gateways (``sglang-fair gateway``) share what they route over their peer ports; clients reach
+them through HAProxy (:class:`~sglang_fair.harness.balancer.Balancer`, the compose profiles'
+configuration), which health-checks them. Every process runs in its own session, so a signal reaches the
+whole server or gateway, or only its scheduler.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.harness.server import CPU_FLAGS, free_ports, stop, wait_ready
+from sglang_fair.harness.balancer import Balancer
+from sglang_fair.harness.memory import SAMPLER
+from sglang_fair.harness.server import cpu_server_cmd, free_ports, stop, wait_ready
 
 TOKEN = "chaos-gateway-token-0123456789abcdef"
 SERVER_HOST = "127.0.0.2"
@@ -41,11 +45,14 @@ class Proc:
     log: Path
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     popen: subprocess.Popen[bytes] | None = None
+    sampled: bool = False  # its memory is sampled (an SGLang server)
 
     def start(self) -> None:
         with open(self.log, "ab") as fh:
             self.popen = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT, env=self.env,
                                           start_new_session=True)
+        if self.sampled:
+            SAMPLER.watch(self.name, self.popen)
 
     def wait_ready(self, timeout: float) -> None:
         assert self.popen is not None
@@ -77,6 +84,7 @@ class Proc:
         """SIGKILL to the whole group, then reap it (what SGLang left behind is gone too)."""
         if self.popen is None:
             return
+        SAMPLER.unwatch(self.popen)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(os.getpgid(self.popen.pid), signal.SIGKILL)
         self.popen.wait(timeout=30)
@@ -84,6 +92,7 @@ class Proc:
 
     def stop(self) -> None:
         if self.popen is not None:
+            SAMPLER.unwatch(self.popen)
             stop(self.popen)
             self.popen = None
 
@@ -143,12 +152,14 @@ class LinkProxy:
 
 @dataclass
 class Cluster:
-    """The servers (``servers``), their feedback links (``links``, by server name) and the gateways."""
+    """The servers (``servers``), their feedback links (``links``, by server name), the gateways and the
+    load balancer in front of them (``balancer``: where clients send)."""
 
     servers: list[Proc]
     links: dict[str, LinkProxy]
     gateways: list[Proc]
     keys: dict[str, str]  # client -> API key (and ADMIN's)
+    balancer: Balancer
 
     def procs(self) -> list[Proc]:
         return [*self.servers, *self.gateways]
@@ -168,10 +179,10 @@ def start_cluster(stack: ExitStack, model: Path, tmp: Path, clients: dict[str, f
     env.setdefault("OMP_NUM_THREADS", "1")
     servers, links = [], {}
     for k, name in enumerate(("server-a", "server-b")):
-        cmd = [sys.executable, "-m", "sglang_fair.launch_server", "--model-path", str(model), *CPU_FLAGS,
-               "--host", SERVER_HOST, "--port", str(http[k]), "--feedback-port", str(feedback[k]),
-               *common, "--fairness-admins", ADMIN, *server_args]
-        servers.append(Proc(name, cmd, f"http://{SERVER_HOST}:{http[k]}", tmp / f"{name}.log", env))
+        cmd = cpu_server_cmd(model, http[k], ("--host", SERVER_HOST, "--feedback-port", str(feedback[k]),
+                                              *common, "--fairness-admins", ADMIN, *server_args))
+        servers.append(Proc(name, cmd, f"http://{SERVER_HOST}:{http[k]}", tmp / f"{name}.log", env,
+                            sampled=True))
         links[name] = LinkProxy((SERVER_HOST, feedback[k]), ("127.0.0.1", feedback[k]))
         stack.callback(links[name].close)
     gateways = []
@@ -179,17 +190,20 @@ def start_cluster(stack: ExitStack, model: Path, tmp: Path, clients: dict[str, f
     for k, name in enumerate(("gateway-1", "gateway-2")):
         cmd = [sys.executable, "-m", "sglang_fair.cli", "gateway", "--worker-urls", urls,
                "--port", str(gw[k]), "--peer-port", str(peer[k]), "--peer-addresses",
-               f"127.0.0.1:{peer[1 - k]}", *common, *gateway_args]
+               f"127.0.0.1:{peer[1 - k]}", *common, "--fairness-admins", ADMIN, *gateway_args]
         gateways.append(Proc(name, cmd, f"http://127.0.0.1:{gw[k]}", tmp / f"{name}.log"))
-    cluster = Cluster(servers, links, gateways, keys)
+    balancer = Balancer([g.url for g in gateways], tmp / "haproxy.log")
+    cluster = Cluster(servers, links, gateways, keys, balancer)
     for proc in cluster.procs():
         proc.log.write_bytes(b"")
         stack.callback(proc.stop)
+    stack.callback(balancer.stop)
     for group in (servers, gateways):
         for proc in group:
             proc.start()
         for proc in group:
             proc.wait_ready(timeout)
+    balancer.start()
     return cluster
 
 

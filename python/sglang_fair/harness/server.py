@@ -15,10 +15,29 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.harness.memory import SAMPLER
+
 CPU_FLAGS = (
     "--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
     "--log-level", "warning",
 )
+
+
+class NoTokenLimit(ValueError):
+    """A CPU server asked for without ``--max-total-tokens``."""
+
+
+def cpu_server_cmd(model: Path, port: int, args: Sequence[str],
+                   module: str = "sglang_fair.launch_server") -> list[str]:
+    """The command that runs ``python -m MODULE`` on CPU on ``port`` with ``args``.
+
+    Refuses (:class:`NoTokenLimit`) without ``--max-total-tokens`` in ``args``: without it SGLang sizes
+    the KV pool from the machine's free memory, and on CPU its scheduler then takes most of the machine
+    (20.8 GB of a 24 GB machine for the tiny test model)."""
+    if not any(a == "--max-total-tokens" or a.startswith("--max-total-tokens=") for a in args):
+        raise NoTokenLimit("a CPU server needs --max-total-tokens (else SGLang sizes its KV pool from the "
+                           "machine's free memory: gigabytes for the tiny model); args: " + " ".join(args))
+    return [sys.executable, "-m", module, "--model-path", str(model), *CPU_FLAGS, "--port", str(port), *args]
 
 
 def free_ports(n: int) -> list[int]:
@@ -105,7 +124,9 @@ def running_server(
 
     With ``dp_size`` > 1 the workers get one core each (``SGLANG_CPU_OMP_THREADS_BIND``; without
     it SGLang's CPU engine asserts one NUMA node per rank). A port taken before the server bound it
-    is retried on another (up to ``PORT_TRIES`` times; the log keeps every try)."""
+    is retried on another (up to ``PORT_TRIES`` times; the log keeps every try). ``args`` must hold
+    ``--max-total-tokens`` (:func:`cpu_server_cmd`); the server's memory is sampled while it runs
+    (:data:`sglang_fair.harness.memory.SAMPLER`)."""
     # One OpenMP thread: on a small shared CPU, spinning OpenMP threads of an oversubscribed
     # torch stalled the tiny model for seconds at a time (measured: 13 vs 345 tokens/s).
     env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1")
@@ -113,15 +134,16 @@ def running_server(
     if dp_size > 1:
         cores = os.cpu_count() or 1
         env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", "|".join(str(r % cores) for r in range(dp_size)))
+    if dp_size > 1:
+        args = [*args, "--dp-size", str(dp_size)]
+    cpu_server_cmd(model, 0, args, module)  # refuses before anything starts
     log.write_bytes(b"")
     for attempt in range(1, PORT_TRIES + 1):
         port, since = free_port(), log.stat().st_size
-        cmd = [sys.executable, "-m", module, "--model-path", str(model), *CPU_FLAGS, "--port", str(port),
-               *args]
-        if dp_size > 1:
-            cmd += ["--dp-size", str(dp_size)]
+        cmd = cpu_server_cmd(model, port, args, module)
         with open(log, "ab") as fh:
             proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        SAMPLER.watch(log.stem, proc)
         url = f"http://127.0.0.1:{port}"
         if started is not None:
             started(proc)
@@ -129,34 +151,16 @@ def running_server(
             wait_ready(url, proc, timeout, log, since)
             break
         except PortTaken:
+            SAMPLER.unwatch(proc)
             stop(proc)
             if attempt == PORT_TRIES:
                 raise
         except BaseException:
+            SAMPLER.unwatch(proc)
             stop(proc)
             raise
     try:
         yield url
     finally:
+        SAMPLER.unwatch(proc)
         stop(proc)
-
-
-def unified_radix_cache(kv_tokens: int, page_size: int = 1) -> tuple[Any, Any]:
-    """SGLang's serving-path radix cache (``UnifiedRadixCache``, default tree core: Rust) over a
-    small CPU KV pool, as the scheduler builds it; returns (cache, allocator). Needs a published
-    server config (``set_global_server_args_for_scheduler``) in the process."""
-    import torch
-    from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
-    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
-    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
-    from sglang.srt.mem_cache.unified_cache.components.base import ComponentType
-    from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
-
-    req_pool = ReqToTokenPool(size=64, max_context_len=8192, device="cpu", enable_memory_saver=False)
-    kv = MHATokenToKVPool(size=kv_tokens, page_size=page_size, dtype=torch.bfloat16, head_num=1, head_dim=8,
-                          layer_num=1, device="cpu", enable_memory_saver=False)
-    allocator = TokenToKVPoolAllocator(size=kv_tokens, dtype=torch.bfloat16, device="cpu", kvcache=kv,
-                                       need_sort=False)
-    params = CacheInitParams(req_to_token_pool=req_pool, token_to_kv_pool_allocator=allocator,
-                             page_size=page_size, disable=False, tree_components=(ComponentType.FULL,))
-    return UnifiedRadixCache(params=params), allocator

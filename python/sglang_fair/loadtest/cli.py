@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
+from sglang_fair.edge.keys import load_key_file
 from sglang_fair.loadtest.config import LoadTestConfig
-from sglang_fair.sglang_plugin.keys import load_key_file
 from sglang_fair.sim.report import add_output_flags
 from sglang_fair.workloads import WorkloadConfig, call_count, make_workload
 

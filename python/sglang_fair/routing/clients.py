@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 
+from sglang_fair.core.idle_clients import IdleClients
+
 
 class ClientOverLimit(RuntimeError):
     """The client already has as many requests in flight as its host allows one client."""
@@ -18,7 +20,11 @@ class ClientBook:
     def __init__(self, ttl: float = 0.0, max_inflight: int = 0, host: str = "router") -> None:
         self.ttl, self.max_inflight, self.host = ttl, max_inflight, host
         self.inflight: Counter[str] = Counter()
-        self.last_active: OrderedDict[str, float] = OrderedDict()
+        self.idle = IdleClients(ttl)
+
+    @property
+    def last_active(self) -> OrderedDict[str, float]:
+        return self.idle.last_active
 
     def admit(self, client: str) -> None:
         """Raise :class:`ClientOverLimit` if ``client`` is at the bound (0: none)."""
@@ -37,21 +43,16 @@ class ClientBook:
             del self.inflight[client]
 
     def touch(self, client: str, now: float) -> None:
-        if self.ttl > 0:
-            self.last_active[client] = now
-            self.last_active.move_to_end(client)
+        self.idle.touch(client, now)
 
     def expire(self, now: float) -> list[str]:
         """Drop and return the clients without a request in flight for ``ttl`` seconds (the host
         tells its policy to forget them); one still busy is looked at again a TTL later."""
-        gone: list[str] = []
-        for _ in range(len(self.last_active) if self.ttl > 0 else 0):
-            client, seen = next(iter(self.last_active.items()))
-            if now - seen <= self.ttl:
-                break
+
+        def idle(client: str) -> bool:
             if self.inflight[client]:
-                self.touch(client, now)
-                continue
-            del self.inflight[client], self.last_active[client]
-            gone.append(client)
-        return gone
+                return False
+            del self.inflight[client]
+            return True
+
+        return self.idle.expire(now, idle)

@@ -15,7 +15,8 @@ client's counter is positive, and a refill adds the same to every worker, so the
 true charges over the workers stays below Q_c + C + Δ (+ the finish charges at a worker since the
 client's last dispatch there, as with one router), Δ the client's charges made by other replicas and
 not yet seen (at most ``lag`` notices' worth: a finish is delivered as a dispatch is); a replica's view
-of a queue is off by at most the ``lag`` notices it has not seen (``tests/test_replica_properties.py``).
+of a queue is off by at most the ``lag`` notices it has not seen
+(``tests/routing/test_replica_properties.py``).
 """
 
 from __future__ import annotations

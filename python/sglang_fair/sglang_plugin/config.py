@@ -21,11 +21,10 @@ from typing import Any
 from sglang_fair.admission import AdmissionConfig
 from sglang_fair.batching import BatchingConfig
 from sglang_fair.core.cost import CostModel, parse_weights
-from sglang_fair.core.errors import ConfigError, require
+from sglang_fair.core.errors import require
 from sglang_fair.core.flags import add_flags, from_flags
-from sglang_fair.sglang_plugin.feedback_hub import FeedbackConfig
-from sglang_fair.sglang_plugin.gateway_trust import GatewayToken, load_token_file
-from sglang_fair.sglang_plugin.keys import KeyTable, load_key_file
+from sglang_fair.edge.config import EdgeConfig, edge_config
+from sglang_fair.links.feedback_hub import FeedbackConfig
 
 ENV_CONFIG = "SGLANG_FAIR_CONFIG"
 ENV_STATE_DIR = "SGLANG_FAIR_STATE_DIR"
@@ -42,90 +41,40 @@ BATCHING_SKIP = ("offset", "offset_high", "memory_threshold", "max_active", "dec
 class FairConfig:
     """What ``sglang-fair serve`` adds to SGLang's flags, over the core's own configs: Q^u
     (``--fair-quantum``, :class:`AdmissionConfig`), the cost (``--w-e``, ``--w-q``,
-    ``--client-weights``, :class:`CostModel`), client identity (``--client-keys``,
-    ``--client-header``), the trusted gateway (``--gateway-token-file``) and the feedback it hears
-    (``--feedback-...``, :class:`FeedbackConfig`), and batch formation
+    ``--client-weights``, :class:`CostModel`), the HTTP edge shared with the gateway (client identity,
+    per-client bounds, the trusted gateway, the clients reading every client: :class:`EdgeConfig`),
+    the feedback gateways hear (``--feedback-...``, :class:`FeedbackConfig`),
+    and batch formation
     (``--batch-policy fairbatching``: the time-budget chunk sizing of ``chunk_sizer.py``,
     :class:`BatchingConfig`). The admission policy's name is SGLang's ``--schedule-policy``."""
 
     admission: AdmissionConfig = field(default_factory=AdmissionConfig)
     batching: BatchingConfig = field(default_factory=BatchingConfig)
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
-    client_keys: str = field(
-        default="", metadata={"help": "file of 'API_KEY CLIENT [WEIGHT]' lines; enables 401 for other keys"}
-    )
-    client_header: str = field(default="X-Client-Id", metadata={"help": "HTTP header naming the client"})
-    fairness_admins: str = field(
-        default="", metadata={"help": "comma-separated clients of --client-keys whose keys read every "
-                                      "client at /fairness and /metrics (other keys: their own row)"})
-    client_ttl: float = field(
-        default=600.0, metadata={"help": "seconds an idle client's state is kept when no --client-keys are "
-                                         "given (it then returns as a new client; 0: forever)"})
-    client_max_inflight: int = field(
-        default=0, metadata={"help": "requests one client may have in flight; more get 429 with Retry-After "
-                                     "(0: no limit)"})
+    edge: EdgeConfig = field(default_factory=EdgeConfig)
     client_max_queued: int = field(
         default=1024, metadata={"help": "requests one client may have waiting in one scheduler (in the "
                                         "router: in flight, times the workers); more get 429, Retry-After "
                                         "(0: no limit; applies where the edge names clients)"})
-    max_body_bytes: int = field(
-        default=16 << 20, metadata={"help": "largest HTTP request body; larger ones get 413 before they are "
-                                           "read (0: no limit)"})
-    gateway_token_file: str = field(
-        default="", metadata={"help": "file whose first line is the token of the gateway this server trusts: "
-                                      "only requests carrying it may pin a data-parallel rank "
-                                      "(routed_dp_rank) or name their client by header despite "
-                                      "--client-keys; others pinning a rank get 403"})
-    accept_any_model: bool = field(
-        default=False, metadata={"help": "serve a request whatever its `model` names, as SGLang does (by "
-                                         "default a name other than the served model name, the model "
-                                         "path or `default` gets 404, as from OpenAI)"})
-    key_table: KeyTable = field(default_factory=KeyTable)
-    gateway_token: GatewayToken = field(default_factory=GatewayToken)
 
     def __post_init__(self) -> None:
-        require(bool(self.client_header.strip()), "--client-header must not be empty")
-        require(self.client_max_inflight >= 0,
-                f"--client-max-inflight must be >= 0, got {self.client_max_inflight}")
         require(self.client_max_queued >= 0,
                 f"--client-max-queued must be >= 0, got {self.client_max_queued}")
-        require(self.max_body_bytes >= 0, f"--max-body-bytes must be >= 0, got {self.max_body_bytes}")
-        require(self.client_ttl >= 0, f"--client-ttl must be >= 0, got {self.client_ttl}")
-        admins = self.admins()
-        require(not admins or self.key_table.enabled, "--fairness-admins needs --client-keys")
-        unknown = sorted(admins - set(self.key_table.clients.values()))
-        require(not unknown or not self.key_table.enabled,
-                f"--fairness-admins names clients without a key in --client-keys: {', '.join(unknown)}")
         require(self.batching.policy in BATCHING_POLICIES,
                 f"--batch-policy {self.batching.policy!r}: SGLang workers run "
                 f"{' or '.join(BATCHING_POLICIES)} "
                 "(SGLang decodes every running request in every decode step; Sarathi's rule is SGLang's "
                 "--enable-mixed-chunk with --chunked-prefill-size; see docs/batching.md)")
-        self.weights()  # a conflict between the flag and the key file is an error at once
+        self.cost()  # a conflict between the flag and the key file is an error at once
 
     def admins(self) -> frozenset[str]:
         """The clients whose keys may read every client's figures."""
-        return frozenset(c.strip() for c in self.fairness_admins.split(",") if c.strip())
-
-    def idle_ttl(self) -> float:
-        """The TTL that applies: none with keys (the key file bounds the clients)."""
-        return 0.0 if self.key_table.enabled else self.client_ttl
-
-    def weights(self) -> dict[str, float]:
-        """Per-client weights from ``--client-weights`` and the key file (a conflict is an error)."""
-        weights = dict(self.admission.cost.client_weights)
-        for client, weight in self.key_table.weights.items():
-            if client in weights and weights[client] != weight:
-                raise ConfigError(
-                    f"client {client!r}: weight {weights[client]} in --client-weights conflicts with "
-                    f"weight {weight} in --client-keys"
-                )
-            weights[client] = weight
-        return weights
+        return self.edge.admins()
 
     def cost(self) -> CostModel:
         """The cost model with every client's weight (workers and the router use the same)."""
-        return dataclasses.replace(self.admission.cost, client_weights=self.weights())
+        weights = self.edge.weights(self.admission.cost.client_weights)
+        return dataclasses.replace(self.admission.cost, client_weights=weights)
 
     def for_policy(self, policy: str) -> AdmissionConfig:
         """The core's admission config for SGLang policy name ``policy``."""
@@ -137,6 +86,7 @@ class FairConfig:
                  **_values(self.admission.cost),
                  **_values(self.batching, BatchingConfig.flag_prefix, skip=BATCHING_SKIP),
                  **_values(self.feedback, FeedbackConfig.flag_prefix),
+                 **_values(self.edge),
                  **_values(self)}
         return json.dumps(flags)
 
@@ -147,6 +97,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, CostModel)
     add_flags(parser, BatchingConfig, skip=BATCHING_SKIP)
     add_flags(parser, FeedbackConfig)
+    add_flags(parser, EdgeConfig)
     add_flags(parser, FairConfig)
 
 
@@ -161,12 +112,8 @@ def build_config(values: Mapping[str, Any]) -> FairConfig:
     if isinstance(getattr(args, "client_weights", None), str):
         args.client_weights = parse_weights(args.client_weights)
     admission = from_flags(AdmissionConfig, args, cost=from_flags(CostModel, args))
-    path = str(getattr(args, "client_keys", "") or "")
-    token_path = str(getattr(args, "gateway_token_file", "") or "")
     return from_flags(FairConfig, args, admission=admission, batching=from_flags(BatchingConfig, args),
-                      feedback=from_flags(FeedbackConfig, args),
-                      key_table=load_key_file(path) if path else KeyTable(),
-                      gateway_token=load_token_file(token_path) if token_path else GatewayToken())
+                      feedback=from_flags(FeedbackConfig, args), edge=edge_config(args))
 
 
 def config_from_env(environ: Mapping[str, str] | None = None) -> FairConfig:

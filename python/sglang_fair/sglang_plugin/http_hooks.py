@@ -1,18 +1,24 @@
-"""Hooks in the HTTP (tokenizer-manager) process: client identity, ``/fairness``, the feedback
-port's advert ``/sglang_fair/feedback`` (``feedback_hub.py``), warm-up window."""
+"""Hooks in the HTTP (tokenizer-manager) process: the edge's middlewares (``sglang_fair.edge``),
+``/fairness``, the feedback port's advert ``/sglang_fair/feedback`` (``links/feedback_hub.py``),
+warm-up window."""
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.edge.admins import AdminOnlyMiddleware
+from sglang_fair.edge.identity import ClientIdentityMiddleware, client_in, resolve_hosts
+from sglang_fair.edge.inflight import ClientInflightMiddleware
+from sglang_fair.edge.limits import EdgeLimitsMiddleware
+from sglang_fair.edge.model_names import ModelNameMiddleware, ModelNames
+from sglang_fair.edge.trust import PinnedRankMiddleware, is_trusted
+from sglang_fair.links.feedback_hub import ADVERT_PATH, FeedbackConfig, advert
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_from_env
-from sglang_fair.sglang_plugin.edge_limits import EdgeLimitsMiddleware
-from sglang_fair.sglang_plugin.feedback_hub import ADVERT_PATH, make_advert_endpoint
-from sglang_fair.sglang_plugin.gateway_trust import PinnedRankMiddleware
-from sglang_fair.sglang_plugin.identity import SCOPE_KEY, ClientIdentityMiddleware, is_trusted, resolve_hosts
-from sglang_fair.sglang_plugin.model_names import ModelNameMiddleware, ModelNames
+from sglang_fair.sglang_plugin.fairness_page import install as install_page
+from sglang_fair.sglang_plugin.fairness_page import page_for_server
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
 from sglang_fair.sglang_plugin.request_slo import carry, with_request_slo
 from sglang_fair.sglang_plugin.router_link import link_from_env
@@ -38,7 +44,8 @@ def wait_and_warmup(original: Any, *args: Any, **kwargs: Any) -> Any:
 
 def identity_needed(policy: str | None, config: FairConfig, router: bool) -> bool:
     """Does the edge decide the client (fair policy, client keys, a per-client limit or the router)?"""
-    return policy in FAIR_POLICIES or config.key_table.enabled or config.client_max_inflight > 0 or router
+    edge = config.edge
+    return policy in FAIR_POLICIES or edge.key_table.enabled or edge.client_max_inflight > 0 or router
 
 
 def check_edge(server_args: Any, config: FairConfig, router: bool) -> None:
@@ -60,12 +67,12 @@ def check_edge(server_args: Any, config: FairConfig, router: bool) -> None:
 def pins_guarded(config: FairConfig, router: bool) -> bool:
     """Is a pinned data-parallel rank reserved to the trusted gateway? With the global router (a pin
     would pass it) or a gateway token; otherwise a pin is SGLang's own feature, untouched."""
-    return router or config.gateway_token.enabled
+    return router or config.edge.gateway_token.enabled
 
 
 def fairness_view(everything: dict[str, Any], client: str | None, config: FairConfig) -> dict[str, Any]:
     """What ``client`` may read: every client without keys or for an admin key, else its own row."""
-    if not config.key_table.enabled or client in config.admins():
+    if not config.edge.key_table.enabled or client in config.admins():
         return everything
     clients = everything.get("clients", {})
     return {**everything, "clients": {client: clients[client]} if client in clients else {}}
@@ -76,18 +83,31 @@ def make_fairness_endpoint(config: FairConfig) -> Any:
     from starlette.responses import JSONResponse
 
     async def fairness_endpoint(request: Any) -> Any:
-        client = (request.scope.get("state") or {}).get(SCOPE_KEY)
+        client = client_in(request.scope)
         return JSONResponse(fairness_view(read_all(state_dir()), client, config))
 
     return fairness_endpoint
 
 
+def make_advert_endpoint(config: FeedbackConfig) -> Any:
+    """``GET /sglang_fair/feedback``: where this server publishes its feedback (``links/feedback_hub.py``)."""
+    from starlette.responses import Response
+
+    body = json.dumps(advert(config)).encode()
+
+    async def feedback_endpoint(request: Any) -> Any:
+        return Response(body, media_type="application/json")
+
+    return feedback_endpoint
+
+
 def install_http(*args: Any, **kwargs: Any) -> None:
-    """BEFORE ``http_server.launch_server``: add ``/fairness``, the body-size limit and ``Retry-After``
-    on 429 (:mod:`edge_limits`, always), 404 for an unknown ``model`` (:mod:`model_names`, unless
-    ``--accept-any-model``) and, when a fair policy, client keys or the global router are
-    configured, the identity middleware (so installing the package leaves SGLang's own policies, and
-    their use of ``routing_key``, untouched)."""
+    """BEFORE ``http_server.launch_server``: add ``/fairness`` and the edge's middlewares
+    (``sglang_fair.edge``): the body-size limit and ``Retry-After`` on 429 (always), 404 for an
+    unknown ``model`` (unless ``--accept-any-model``) and, when a fair policy, client keys or the
+    global router are configured, the client's identity, with the admins' ``/metrics`` (with keys) and
+    the per-client in-flight bound (``--client-max-inflight``) inside it (so installing the package
+    leaves SGLang's own policies, and their use of ``routing_key``, untouched)."""
     from sglang.srt.entrypoints import http_server
 
     app = http_server.app
@@ -102,19 +122,24 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     if config.feedback.enabled:
         app.add_route(ADVERT_PATH, make_advert_endpoint(config.feedback), methods=["GET"])
     app.state.sglang_fair_installed = True
-    if not config.accept_any_model:
+    edge = config.edge
+    if not edge.accept_any_model:
         app.add_middleware(ModelNameMiddleware, names=served_names)  # innermost: after identity
     if identity_needed(policy, config, router):
+        if edge.client_max_inflight > 0:
+            app.add_middleware(ClientInflightMiddleware, max_inflight=edge.client_max_inflight)
+        if edge.key_table.enabled:
+            app.add_middleware(AdminOnlyMiddleware, admins=config.admins())
         app.add_middleware(
-            ClientIdentityMiddleware, keys=config.key_table, header=config.client_header,
+            ClientIdentityMiddleware, keys=edge.key_table, header=edge.client_header,
             warmup_open=warmup_open, local_hosts=resolve_hosts(getattr(server_args, "host", None)),
-            admins=config.admins(), max_inflight=config.client_max_inflight,
         )
         logger.info("sglang-fair: client identity (%s) installed",
-                    "API keys" if config.key_table.enabled else f"header {config.client_header}")
+                    "API keys" if edge.key_table.enabled else f"header {edge.client_header}")
     if pins_guarded(config, router):
-        app.add_middleware(PinnedRankMiddleware, token=config.gateway_token)  # runs before identity
-    app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=config.max_body_bytes)  # outermost: first
+        app.add_middleware(PinnedRankMiddleware, token=edge.gateway_token)  # runs before identity
+    app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=edge.max_body_bytes)
+    install_page(app, page_for_server(server_args, config))  # /fairness/ui; counts answers (outermost)
     return None
 
 
@@ -148,7 +173,7 @@ def generate_request(
     if (shape := sampling_params_error(obj)) is not None:
         raise ValueError(shape)
     scope = getattr(request, "scope", None)
-    client = ((scope or {}).get("state") or {}).get(SCOPE_KEY)
+    client = client_in(scope) if scope is not None else None
     if client:
         obj.routing_key = client
         samples = sample_count(obj)

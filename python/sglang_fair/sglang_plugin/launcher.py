@@ -15,10 +15,10 @@ from typing import Any
 
 from sglang_fair.admission import ADMISSION_POLICIES
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.links.feedback_hub import FeedbackHub
 from sglang_fair.sglang_plugin import PLUGIN_NAME
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FAIR_POLICIES, FairConfig
 from sglang_fair.sglang_plugin.defaults import fair_unsupported, with_defaults
-from sglang_fair.sglang_plugin.feedback_hub import FeedbackHub
 from sglang_fair.sglang_plugin.http_hooks import check_edge
 from sglang_fair.sglang_plugin.router_launch import (
     RouterPlan,
@@ -52,9 +52,9 @@ def check_combination(config: FairConfig, server_args: Any) -> None:
     if config.admission.quantum and policy not in quantum_users:
         raise ConfigError(f"--fair-quantum applies to --schedule-policy {' or '.join(quantum_users)} only "
                           f"(got {policy})")
-    if config.weights() and not fair:
+    if config.cost().client_weights and not fair:
         raise ConfigError(f"client weights need --schedule-policy dlpm, dlpm_light or vtc (got {policy})")
-    if config.key_table.enabled and getattr(server_args, "api_key", None):
+    if config.edge.key_table.enabled and getattr(server_args, "api_key", None):
         raise ConfigError("--client-keys and SGLang's --api-key are two key schemes: use one")
     bad = fair_unsupported(server_args) if fair else []
     if bad:

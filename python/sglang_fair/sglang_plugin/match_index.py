@@ -132,3 +132,25 @@ class MatchIndex:
 
     def on_unknown_change(self) -> None:
         self._stale(self.entries)
+
+
+def unified_radix_cache(kv_tokens: int, page_size: int = 1) -> tuple[Any, Any]:
+    """SGLang's serving-path radix cache (``UnifiedRadixCache``, default tree core: Rust) over a
+    small CPU KV pool, as the scheduler builds it; returns (cache, allocator) (for the tests and
+    ``scripts/bench_sglang_plugin.py``). Needs a published server config
+    (``set_global_server_args_for_scheduler``) in the process."""
+    import torch
+    from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator
+    from sglang.srt.mem_cache.cache_init_params import CacheInitParams
+    from sglang.srt.mem_cache.memory_pool import MHATokenToKVPool, ReqToTokenPool
+    from sglang.srt.mem_cache.unified_cache.components.base import ComponentType
+    from sglang.srt.mem_cache.unified_radix_cache import UnifiedRadixCache
+
+    req_pool = ReqToTokenPool(size=64, max_context_len=8192, device="cpu", enable_memory_saver=False)
+    kv = MHATokenToKVPool(size=kv_tokens, page_size=page_size, dtype=torch.bfloat16, head_num=1, head_dim=8,
+                          layer_num=1, device="cpu", enable_memory_saver=False)
+    allocator = TokenToKVPoolAllocator(size=kv_tokens, dtype=torch.bfloat16, device="cpu", kvcache=kv,
+                                       need_sort=False)
+    params = CacheInitParams(req_to_token_pool=req_pool, token_to_kv_pool_allocator=allocator,
+                             page_size=page_size, disable=False, tree_components=(ComponentType.FULL,))
+    return UnifiedRadixCache(params=params), allocator

@@ -156,7 +156,7 @@ class RouterProcess:
 def with_client_ttl(settings: RouterSettings, config: FairConfig, num_workers: int = 1) -> RouterSettings:
     """The router forgets idle clients as the schedulers do (``--client-ttl``; never with keys) and
     bounds a client's requests in flight at ``--client-max-queued`` per worker (0: no bound)."""
-    service = replace(settings.service, client_ttl=config.idle_ttl(),
+    service = replace(settings.service, client_ttl=config.edge.idle_ttl(),
                       client_max_inflight=config.client_max_queued * num_workers)
     return replace(settings, service=service)
 
@@ -169,7 +169,7 @@ def start_router(policy: str, num_workers: int, settings: RouterSettings,
     capacity until their heartbeats say more."""
     directory = private_dir("sgl-fair-")  # short: ipc:// paths have a length limit
     link = RouterLink(directory, num_workers, settings.service.heartbeat_interval,
-                      prefill_budget=policy == "pab")
+                      prefill_budget=policy == "pab", policy=policy)
     os.environ[ENV_ROUTER] = link.to_env()
     settings = with_client_ttl(settings, config, num_workers)
     if max_running and not settings.routing.worker_capacity:

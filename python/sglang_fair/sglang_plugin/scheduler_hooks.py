@@ -38,7 +38,7 @@ def validate_policy(original: Any, self: Any, policy: str, tree_cache: Any) -> A
         return original(self, policy, tree_cache)
     config = config_from_env()
     admission = make_admission_policy(config.for_policy(policy))
-    setattr(self, STATE_ATTR, FairState(admission, client_ttl=config.idle_ttl()))
+    setattr(self, STATE_ATTR, FairState(admission, client_ttl=config.edge.idle_ttl()))
     cost = admission.cost
     logger.info("sglang-fair: %s admission (Q^u=%s, w_e=%s, w_q=%s, weights=%s)", policy,
                 admission.quantum, cost.w_e, cost.w_q, dict(cost.client_weights))
@@ -181,6 +181,8 @@ def _make_publisher(scheduler: Any, state: FairState) -> Publisher | bool:
         return False
     dp_rank = parallel.dp_rank or 0
     publisher = Publisher(directory / f"scheduler-{dp_rank}.json", state.policy.name)
+    policy = state.policy  # Q^u as the bound takes it: the largest a refill gave, else the current one
+    publisher.quantum = lambda: max(float(getattr(policy, "largest_quantum", 0.0)), policy.quantum)
     if get_observability().enable_metrics:
         from sglang_fair.sglang_plugin.client_gauges import ClientGauges
 

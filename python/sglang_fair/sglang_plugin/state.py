@@ -29,7 +29,6 @@ untouched; with keys the clients are the key file's, and nothing expires (the la
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from operator import attrgetter
 from typing import Any
@@ -37,6 +36,7 @@ from typing import Any
 from sglang_fair.admission import AdmissionPolicy, Budget
 from sglang_fair.admission.lpm import LpmQueue
 from sglang_fair.core.cost import CostModel
+from sglang_fair.core.idle_clients import IdleClients
 from sglang_fair.metrics.ledger import ServiceLedger
 from sglang_fair.sglang_plugin import match_index
 from sglang_fair.sglang_plugin.match_index import INDEX_ATTR, MatchIndex
@@ -97,7 +97,7 @@ class FairState:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.policy = policy
         self.client_ttl, self.clock = client_ttl, clock
-        self.last_active: OrderedDict[str, float] = OrderedDict()  # client -> last event, oldest first
+        self.idle = IdleClients(client_ttl)
         self.forgotten = 0
         self.cost: CostModel = policy.cost
         self.waiting: dict[Hashable, ReqAdapter] = {}
@@ -253,27 +253,19 @@ class FairState:
 
     # ---- bounded memory ------------------------------------------------------------------------
     def _touch(self, client: str) -> None:
-        if self.client_ttl > 0:
-            self.last_active[client] = self.clock()
-            self.last_active.move_to_end(client)
+        self.idle.touch(client, self.clock())
 
     def expire(self) -> list[str]:
         """Forget the clients idle for ``client_ttl`` seconds (see the module docstring); cheap when
         none is due (it looks at the oldest only). Returns the forgotten clients."""
-        gone: list[str] = []
-        if self.client_ttl <= 0:
-            return gone
-        now = self.clock()
-        for _ in range(len(self.last_active)):
-            client, seen = next(iter(self.last_active.items()))
-            if now - seen <= self.client_ttl:
-                break
-            if self.policy.forget(client):
-                del self.last_active[client]
-                self.ledger.forget(client)
-                gone.append(client)
-            else:  # still active (a long request) or kept by the policy: look again a TTL later
-                self._touch(client)
+
+        def forget(client: str) -> bool:  # no: still active (a long request) or kept by the policy
+            if not self.policy.forget(client):
+                return False
+            self.ledger.forget(client)
+            return True
+
+        gone = self.idle.expire(self.clock(), forget)
         if gone:
             self.forgotten += len(gone)
             self.version += 1

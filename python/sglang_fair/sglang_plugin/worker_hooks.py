@@ -9,7 +9,7 @@ answered with ``Holding``, the routed requests this worker holds, so a restarted
 A thread sends a ``Heartbeat`` every heartbeat interval with the number of loop iterations so far: a
 dead process goes silent, a hung loop stops counting, and a long model step is neither. Every notice
 goes to the router's feedback socket and, with ``serve --feedback-port``, to the server's
-:class:`~sglang_fair.sglang_plugin.feedback_hub.FeedbackHub` (for gateways); a server without a
+:class:`~sglang_fair.links.feedback_hub.FeedbackHub` (for gateways); a server without a
 router has only the latter. Feedback never blocks the scheduler: a receiver that is gone has its
 notices dropped (and counted). Fault injection, for tests and chaos runs only: with
 ``SGLANG_FAIR_FAULT_DROP_FINISHED=K`` a worker leaves every K-th ``Finished`` unsent (a lost notice).
@@ -26,9 +26,9 @@ from typing import Any
 
 import zmq
 
+from sglang_fair.links.feedback_hub import hub_from_env
 from sglang_fair.sglang_plugin.config import config_from_env
 from sglang_fair.sglang_plugin.evictions import BlockIndex, Removal
-from sglang_fair.sglang_plugin.feedback_hub import hub_from_env
 from sglang_fair.sglang_plugin.router_link import RouterLink, decode_payload, link_from_env
 from sglang_fair.sglang_plugin.state import client_of
 from sglang_fair_router import worker_msgs as wm

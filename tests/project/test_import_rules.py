@@ -1,0 +1,80 @@
+"""The house's import rules, read from the source: only the SGLang plugin imports SGLang; the HTTP edge
+and the ZMQ links stand below the plugin and the gateway (they import neither), and the gateway runs
+without the plugin. Every import counts, inside functions too, and ``importlib.import_module`` of a
+literal name."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "python" / "sglang_fair"
+SOURCES = [*PACKAGE.rglob("*.py"), *(ROOT / "router").rglob("*.py")]
+PLUGIN = PACKAGE / "sglang_plugin"
+
+
+def imported(path: Path) -> Iterator[str]:
+    """Every module name ``path`` imports (absolute; relative imports resolved)."""
+    tree = ast.parse(path.read_text(), str(path))
+    top = ROOT / "python" if ROOT / "python" in path.parents else ROOT / "router"
+    package = ".".join(path.relative_to(top).parts[:-1])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            yield base
+            yield from (f"{base}.{a.name}" for a in node.names)
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) in
+              ("import_module", "__import__") and node.args and isinstance(node.args[0], ast.Constant)):
+            yield str(node.args[0].value)
+
+
+def importers(prefix: str, where: list[Path]) -> list[str]:
+    """The files of ``where`` that import ``prefix`` or a module under it."""
+    return sorted(str(p.relative_to(ROOT)) for p in where
+                  if any(m == prefix or m.startswith(prefix + ".") for m in imported(p)))
+
+
+def under(*folders: str) -> list[Path]:
+    return [p for p in SOURCES if any(PACKAGE / f in p.parents for f in folders)]
+
+
+def test_only_the_plugin_imports_sglang() -> None:
+    outside = [p for p in SOURCES if PLUGIN not in p.parents]
+    assert importers("sglang", outside) == []
+    # the control: the scan sees the plugin's own imports of SGLang (launch, hooks, DP controller)
+    seen = importers("sglang", [p for p in SOURCES if PLUGIN in p.parents])
+    assert {"python/sglang_fair/sglang_plugin/launcher.py", "python/sglang_fair/sglang_plugin/hooks.py",
+            "python/sglang_fair/sglang_plugin/controller_hooks.py"} <= set(seen)
+
+
+@pytest.mark.parametrize("lower", ["edge", "links"])
+def test_the_edge_and_the_links_stand_below_the_plugin_and_the_gateway(lower: str) -> None:
+    for upper in ("sglang_fair.sglang_plugin", "sglang_fair.gateway", "fastapi", "starlette", "sglang"):
+        assert importers(upper, under(lower)) == [], (lower, upper)
+
+
+def test_the_gateway_does_not_need_the_plugin() -> None:
+    gateway_side = under("gateway", "edge", "links", "routing", "dashboard")  # the page: the gateway's too
+    assert importers("sglang_fair.sglang_plugin", gateway_side) == []
+    assert importers("sglang_fair.edge", under("gateway"))  # the control: it uses the edge
+
+
+def test_serving_the_gateway_loads_no_sglang() -> None:
+    """At run time too: the gateway's app, the edge and the links leave ``sglang`` out of sys.modules."""
+    pytest.importorskip("fastapi")
+    code = ("import sys, sglang_fair.gateway.launch, sglang_fair.edge.config, sglang_fair.edge.inflight, "
+            "sglang_fair.edge.admins, sglang_fair.links.feedback_hub, sglang_fair.dashboard.gateway_page; "
+            "print(sorted(m for m in sys.modules if m == 'sglang' or m.startswith('sglang.')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
