@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -28,6 +28,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from sglang_fair.edge.asgi import Receive, Scope, Send
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.duties import Duties, DutyCollector
@@ -41,11 +42,13 @@ from sglang_fair.gateway.servers import WorkerTable
 from sglang_fair.gateway.supervision import Cut, ServerSupervisor
 from sglang_fair.gateway.upstream import Unreachable, Upstream, UpstreamError, make_session
 from sglang_fair.gateway.usage import output_tokens
+from sglang_fair.gateway.wire import loads
 from sglang_fair.routing import NoWorkerError
 from sglang_fair.routing.clients import ClientOverLimit
 
 RELAYED = (CHAT, COMPLETIONS, GENERATE)
 RELAYED_HEADERS = frozenset({"retry-after"})  # of a server's answer, besides its content type
+logger = logging.getLogger("sglang_fair.gateway")
 
 
 class Gateway:
@@ -84,7 +87,7 @@ class Gateway:
                 return error(429, "TooManyRequests", str(err), {"retry-after": "1"})
             url = ticket.worker.server.url
             try:
-                sent = self._servers().send(url, path, pinned(body, ticket), client)
+                sent = self._servers().send(url, path, pinned(accepted.raw, body, ticket), client)
                 resp = await supervisor.until_cut(url, sent)
             except Cut as err:
                 self.router.finish(ticket, 0)
@@ -111,7 +114,7 @@ class Gateway:
             data = await self.supervisor.until_cut(url, resp.read())
             if resp.status == 200:
                 self.supervisor.heard(ticket.worker.index)
-                produced = output_tokens(json.loads(data))
+                produced = output_tokens(loads(data))
         except Cut as err:
             resp.close()
             return taken_out(ticket, err)
@@ -154,7 +157,31 @@ def taken_out(ticket: Ticket, why: Exception) -> JSONResponse:
     return error(503, "ServiceUnavailable", f"{where(ticket)} was taken out: {why}")
 
 
-def make_app(gateway: Gateway) -> FastAPI:
+class FrontDoor:
+    """The gateway's ASGI app: a relayed ``POST`` goes through the edge's limits straight to
+    :meth:`Gateway.relay` (no FastAPI routing, dependency solving or exception middleware on the hot
+    path); every other request, and the lifespan, to the FastAPI ``app``."""
+
+    def __init__(self, gateway: Gateway, app: FastAPI) -> None:
+        self.gateway, self.app = gateway, app
+        self.relay = EdgeLimitsMiddleware(self._relay, gateway.config.edge.max_body_bytes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in RELAYED and scope["method"] == "POST":
+            await self.relay(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _relay(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            response = await self.gateway.relay(Request(scope, receive), scope["path"])
+        except Exception as err:  # what Starlette's error middleware does, as the edge's error body
+            logger.exception("gateway: relaying %s failed", scope["path"])
+            response = error(500, "InternalServerError", f"the gateway failed: {type(err).__name__}")
+        await response(scope, receive, send)
+
+
+def make_app(gateway: Gateway) -> FrontDoor:
     """The gateway's app; its lifespan opens the servers' HTTP session and runs the duties."""
 
     @asynccontextmanager
@@ -181,7 +208,7 @@ def make_app(gateway: Gateway) -> FastAPI:
             return await gateway.relay(request, path)
         return endpoint
 
-    for path in RELAYED:
+    for path in RELAYED:  # reached by FrontDoor only for methods other than POST: 405, as FastAPI answers
         app.add_api_route(path, relay(path), methods=["POST"])
 
     async def models() -> Any:
@@ -206,7 +233,7 @@ def make_app(gateway: Gateway) -> FastAPI:
     app.add_api_route("/gateway/state", state, methods=["GET"])
     app.add_api_route("/metrics", metrics, methods=["GET"])
     app.add_api_route("/health", health, methods=["GET"])
-    return app
+    return FrontDoor(gateway, app)
 
 
 async def every(interval: float, call: Callable[[], object]) -> None:

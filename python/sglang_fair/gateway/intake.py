@@ -9,7 +9,6 @@ body (:func:`error`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,7 @@ from sglang_fair.edge.config import EdgeConfig
 from sglang_fair.edge.errors import error_body
 from sglang_fair.edge.identity import Unauthorized, resolve_client
 from sglang_fair.edge.model_names import NOT_FOUND, ModelNames, refusal
+from sglang_fair.gateway.wire import loads
 
 
 def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -29,10 +29,11 @@ def error(status: int, kind: str, message: str, headers: dict[str, str] | None =
 
 @dataclass(frozen=True)
 class Accepted:
-    """A request the gateway routes: its client and its JSON body."""
+    """A request the gateway routes: its client, its JSON body and that body's bytes."""
 
     client: str
     body: dict[str, Any]
+    raw: bytes
 
 
 class Intake:
@@ -43,8 +44,9 @@ class Intake:
 
     async def accept(self, request: Request, path: str) -> Accepted | JSONResponse:
         """The request's client and body, or the answer refusing it."""
+        raw = await request.body()
         try:
-            body = json.loads(await request.body())
+            body = loads(raw)
         except (ValueError, UnicodeDecodeError):
             return error(400, "BadRequest", "the request body is not JSON")
         if not isinstance(body, dict):
@@ -56,4 +58,4 @@ class Intake:
             return error(401, "Unauthorized", str(err), {"www-authenticate": "Bearer"})
         if (refused := refusal(path, body, self.model_names)) is not None:
             return JSONResponse(refused, status_code=NOT_FOUND)
-        return Accepted(client, body)
+        return Accepted(client, body, raw)
