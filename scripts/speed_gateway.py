@@ -225,13 +225,17 @@ def gateway_cmds(args: argparse.Namespace, stubs: list[str], port: int
     return cmds
 
 
-def profile(py_spy: str, pid: int, seconds: float, run: Callable[[], float], out: Path) -> dict[str, float]:
-    """Sample ``pid`` with py-spy while ``run`` loads it; inclusive share of busy samples per part."""
+def profile(py_spy: str, pid: int, seconds: float, run: Callable[[], float], out: Path,
+            keep: Path | None = None) -> dict[str, float]:
+    """Sample ``pid`` with py-spy while ``run`` loads it; inclusive share of busy samples per part (the
+    raw samples copied to ``keep``, if given)."""
     spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--duration", str(int(seconds)),
                             "--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     run()
     spy.wait(timeout=seconds + 60)
+    if keep is not None:
+        shutil.copyfile(out, keep)
     stacks: Counter[str] = Counter()
     for line in out.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -290,7 +294,8 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 row["load_avg_1m"] = os.getloadavg()[0]
                 if args.profile and name.endswith("(this checkout)"):
                     result["profile"] = profile(args.py_spy, gateway.pid, args.seconds, lambda: asyncio.run(
-                        saturate(gw_url, "chat", args.concurrency, args.seconds)), tmp / "gateway.pyspy.txt")
+                        saturate(gw_url, "chat", args.concurrency, args.seconds)), tmp / "gateway.pyspy.txt",
+                        args.json.with_suffix(".pyspy.txt") if args.json else None)
                     for part, share in result["profile"].items():
                         print(f"  {share:7.3f}  {part}")
             finally:

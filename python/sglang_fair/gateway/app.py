@@ -76,7 +76,7 @@ class Gateway:
         if not isinstance(accepted, Accepted):
             return accepted
         client, body = accepted.client, accepted.body
-        tokens = await self.tokenizer.tokens(path, body)
+        tokens = await self.tokenizer.tokens(path, body, accepted.plain)
         supervisor, reasons = self.supervisor, []
         for _ in self.table.servers:  # a server not reached did not start the request: try another
             try:

@@ -19,7 +19,7 @@ from sglang_fair.edge.config import EdgeConfig
 from sglang_fair.edge.errors import error_body
 from sglang_fair.edge.identity import Unauthorized, resolve_client
 from sglang_fair.edge.model_names import NOT_FOUND, ModelNames, refusal
-from sglang_fair.gateway.wire import loads
+from sglang_fair.gateway.wire import parse
 
 
 def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -34,6 +34,7 @@ class Accepted:
     client: str
     body: dict[str, Any]
     raw: bytes
+    plain: bool  # read by orjson (wire.parse): wire.dumps may write it by orjson
 
 
 class Intake:
@@ -46,7 +47,7 @@ class Intake:
         """The request's client and body, or the answer refusing it."""
         raw = await request.body()
         try:
-            body = loads(raw)
+            body, plain = parse(raw)
         except (ValueError, UnicodeDecodeError):
             return error(400, "BadRequest", "the request body is not JSON")
         if not isinstance(body, dict):
@@ -58,4 +59,4 @@ class Intake:
             return error(401, "Unauthorized", str(err), {"www-authenticate": "Bearer"})
         if (refused := refusal(path, body, self.model_names)) is not None:
             return JSONResponse(refused, status_code=NOT_FOUND)
-        return Accepted(client, body, raw)
+        return Accepted(client, body, raw, plain)
