@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from plugin_support import sglang_args
 
+from sglang_fair.dashboard.status import StatusMiddleware
 from sglang_fair.edge.admins import AdminOnlyMiddleware
 from sglang_fair.edge.identity import ClientIdentityMiddleware
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
@@ -142,7 +143,8 @@ def test_serve_checks_after_the_key_and_reads_the_body_once(monkeypatch: pytest.
     keys.write_text("k-alice alice\n")
     fake = installed(monkeypatch, build_config({"client_keys": str(keys)}))
     order = [cls for cls, _ in fake.added]
-    assert order == [ModelNameMiddleware, AdminOnlyMiddleware, ClientIdentityMiddleware, EdgeLimitsMiddleware]
+    assert order == [ModelNameMiddleware, AdminOnlyMiddleware, ClientIdentityMiddleware, EdgeLimitsMiddleware,
+                     StatusMiddleware]
     unknown = json.dumps({"model": "gpt-4o", "prompt": "a"}).encode()
     sent, _, _ = run(fake.wrap, unknown)
     assert sent[0]["status"] == 401  # the key first, as OpenAI: a stranger learns nothing
@@ -157,7 +159,8 @@ def test_every_middleware_that_needs_the_body_shares_one_read(monkeypatch: pytes
     """The pin check, identity (the ``user`` field) and the model check all read the body: it is
     buffered once and parsed once, and the app still reads it whole."""
     fake = installed(monkeypatch, build_config({"client_max_inflight": 2}))
-    fake.added.insert(-1, (PinnedRankMiddleware, {"token": FairConfig().edge.gateway_token}))
+    edge = [cls for cls, _ in fake.added].index(EdgeLimitsMiddleware)  # runs just inside it, as installed
+    fake.added.insert(edge, (PinnedRankMiddleware, {"token": FairConfig().edge.gateway_token}))
     buffered, parsed = counting(monkeypatch, "buffer_body"), counting(monkeypatch, "parse_json")
     body = json.dumps({"model": "tiny", "user": "carol", "prompt": "a"}).encode()
     sent, read, asked = run(fake.wrap, body)

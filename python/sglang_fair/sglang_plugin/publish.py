@@ -37,6 +37,7 @@ class Publisher:
         self._last_time: float | None = None  # when the last snapshot was written; None: never
         self._last_version = -1
         self.gauges: Any = None  # a client_gauges.ClientGauges when --enable-metrics
+        self.quantum: Callable[[], float] | None = None  # the policy's Q^u for the bound (the page's)
 
     def maybe_write(self, version: int, idle: bool, snapshot: Any) -> None:
         """Write ``snapshot()`` if the state changed and (idle or ``interval`` passed)."""
@@ -46,7 +47,9 @@ class Publisher:
         if not idle and self._last_time is not None and now - self._last_time < self.interval:
             return
         clients = snapshot()
-        payload = {"policy": self.policy, "clients": clients}
+        payload: dict[str, Any] = {"policy": self.policy, "clients": clients}
+        if self.quantum is not None:
+            payload["quantum"] = self.quantum()
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(payload))
         os.replace(tmp, self.path)
@@ -56,13 +59,14 @@ class Publisher:
 
 
 def read_all(directory: Path | None) -> dict[str, Any]:
-    """Merge the schedulers' snapshots: ``{"policy", "schedulers", "clients": {c: figures}}``.
+    """Merge the schedulers' snapshots: ``{"policy", "schedulers", "clients": {c: figures}, "quantum"}``
+    (``quantum``: the largest Q^u a scheduler published, None when none did).
 
     Token counts, service and queue figures are summed over DP ranks; ``counter`` is the sum of the
     per-rank counters (each rank runs its own policy), listed per rank in ``counters`` when several.
     """
     merged: dict[str, dict[str, Any]] = {}
-    policy = None
+    policy, quantum = None, None
     count = 0
     files = sorted(directory.glob("scheduler-*.json")) if directory else []
     for path in files:
@@ -72,6 +76,8 @@ def read_all(directory: Path | None) -> dict[str, Any]:
             continue
         count += 1
         policy = data.get("policy", policy)
+        if isinstance(data.get("quantum"), int | float):
+            quantum = max(quantum or 0.0, float(data["quantum"]))
         for client, figures in data.get("clients", {}).items():
             _add(merged.setdefault(client, {}), figures)
     for figures in merged.values():  # one scheduler: its counter; several (DP): the sum, and the list
@@ -79,7 +85,7 @@ def read_all(directory: Path | None) -> dict[str, Any]:
         figures["counter"] = sum(counters) if counters else None
         if len(counters) > 1:
             figures["counters"] = counters
-    return {"policy": policy, "schedulers": count, "clients": merged}
+    return {"policy": policy, "schedulers": count, "clients": merged, "quantum": quantum}
 
 
 def _add(into: dict[str, Any], figures: dict[str, Any]) -> None:
