@@ -38,6 +38,7 @@ from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.duties import Duties
 from sglang_fair.gateway.feedback import FeedbackListener
 from sglang_fair.gateway.intake import Accepted, Intake, error
+from sglang_fair.gateway.local_tokens import LocalTokenizer
 from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, ServerTokenizer
 from sglang_fair.gateway.relay import Relay, RelayedStream, pinned, where
 from sglang_fair.gateway.replication import Replication
@@ -59,13 +60,14 @@ class Gateway:
     """The gateway's parts (assembled by ``launch.build_gateway``) and the relay with failover."""
 
     def __init__(self, config: GatewayConfig, table: WorkerTable, router: GatewayRouter,
-                 listener: FeedbackListener | None = None, replication: Replication | None = None) -> None:
+                 listener: FeedbackListener | None = None, replication: Replication | None = None,
+                 local: LocalTokenizer | None = None) -> None:
         self.config, self.table, self.router = config, table, router
         self.listener, self.replication = listener, replication
         self.supervisor = ServerSupervisor(table, router, listener, config.heartbeat_timeout,
                                            config.health_failures)
         self.intake = Intake(config.edge, None if config.edge.accept_any_model else table.model_names())
-        self.tokenizer = ServerTokenizer(self.supervisor.servers_in, config.health_timeout)
+        self.tokenizer = ServerTokenizer(self.supervisor.servers_in, config.health_timeout, local)
         self.duties = Duties()
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
         self.failed_over = 0  # requests a server could not be reached for, tried at another
@@ -157,6 +159,7 @@ class Gateway:
         picked = self.picker.picker.view() if self.picker is not None else None
         return {**self.router.state(), "servers_out": self.supervisor.health.out, "feedback": heard,
                 "peers": peers, "failed_over": self.failed_over, "duties": self.duties.view(),
+                "local_tokenizer": self.tokenizer.local.view() if self.tokenizer.local else None,
                 "ext_proc": picked}
 
 
@@ -201,6 +204,9 @@ def make_app(gateway: Gateway) -> FrontDoor:
             edge = config.edge
             upstream = gateway.upstream = Upstream(session, edge.client_header, edge.gateway_token)
             gateway.tokenizer.post = upstream.post_json
+            if (local := gateway.tokenizer.local) is not None:
+                await local.verify(gateway.tokenizer.tokenize)
+                logger.warning("gateway: local tokenizer %s", local.verdict)
             gateway.start_duties(upstream)
             gateway.duties.start("fairness_page", page.run)
             if config.ext_proc.port:

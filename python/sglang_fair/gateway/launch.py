@@ -12,6 +12,7 @@ from sglang_fair.gateway.app import Gateway, make_app
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.duties import EXIT_DUTY_FAILED
 from sglang_fair.gateway.feedback import FeedbackListener, Liveness, sources, wait_first_beats
+from sglang_fair.gateway.local_tokens import LocalTokenizer
 from sglang_fair.gateway.plumbing import fast_plumbing
 from sglang_fair.gateway.replication import Replication, peer_link
 from sglang_fair.gateway.routing import GatewayRouter
@@ -44,7 +45,9 @@ def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
         heard = [w.index for w in table if w.server.feedback_endpoint]
         liveness = Liveness(heard, config.heartbeat_timeout, config.stall_timeout, time.monotonic())
         listener = FeedbackListener(table, config.curve_keys, router.evicted, liveness, on_load=router.loaded)
-    return Gateway(config, table, router, listener, Replication(link, router) if link is not None else None)
+    local = LocalTokenizer(config.tokenizer) if config.tokenizer else None
+    return Gateway(config, table, router, listener, Replication(link, router) if link is not None else None,
+                   local)
 
 
 def serve(config: GatewayConfig) -> int:

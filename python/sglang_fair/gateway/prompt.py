@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sglang_fair.edge.trust import PIN_FIELDS
+from sglang_fair.gateway.local_tokens import LocalTokenizer
 from sglang_fair.gateway.servers import ServerInfo
 from sglang_fair.gateway.wire import dumps
 
@@ -85,8 +86,9 @@ class ServerTokenizer:
     not taken out) take turns; ``post`` is the gateway's upstream call (``upstream.Upstream.post_json``,
     bound once its session is open)."""
 
-    def __init__(self, servers: Callable[[], list[ServerInfo]], timeout: float) -> None:
-        self.servers, self.timeout = servers, timeout
+    def __init__(self, servers: Callable[[], list[ServerInfo]], timeout: float,
+                 local: LocalTokenizer | None = None) -> None:
+        self.servers, self.timeout, self.local = servers, timeout, local
         self.post: PostJson | None = None
         self._turn = itertools.count()
 
@@ -99,5 +101,11 @@ class ServerTokenizer:
         return await self.post(server.url, "/tokenize", dumps(body, plain), self.timeout)
 
     async def tokens(self, path: str, body: dict[str, Any], plain: bool = False) -> list[int]:
-        """The token ids of the prompt of a request to ``path`` (none when they cannot be had)."""
-        return await prompt_tokens(token_source(path, body), lambda source: self.tokenize(source, plain))
+        """The token ids of the prompt of a request to ``path`` (none when they cannot be had): the
+        gateway's own where its verified local tokenizer is sure, else a server's."""
+        source = token_source(path, body)
+        if self.local is not None and self.local.trusted and isinstance(source, dict):
+            ids = self.local.ids(source)
+            if ids is not None:
+                return _keys(ids)
+        return await prompt_tokens(source, lambda source: self.tokenize(source, plain))
