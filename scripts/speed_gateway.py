@@ -6,7 +6,9 @@ where its CPU time goes, against stub servers that answer at once (no SGLang, no
 
 One stub process (aiohttp, two ports: the gateway sees two servers of one worker each) answers
 ``/server_info``, ``/health``, ``/tokenize`` (one id per word of the prompt) and ``/generate`` and
-``/v1/chat/completions`` (a fixed 8-token answer) without waiting. The gateway (default policy,
+``/v1/chat/completions`` (a fixed 8-token answer) without waiting; with ``--tokenizer DIR`` its
+``/tokenize`` is that tokenizer's, rendering a chat as SGLang does, and the gateway is measured once
+more with ``--tokenizer DIR`` (tokenizing in the gateway, no round trip). The gateway (default policy,
 ``fair_cache_aware``) runs in its own process; on a machine with two or more cores it is pinned to
 core 0 and the stub and this load generator to core 1. Requests are non-streamed chat completions of
 a ~200-word prompt (one of 16 shared 180-word prefixes plus a question: the policy's tree has work to
@@ -73,8 +75,10 @@ LIBRARIES = (("json", ("json/",)), ("uvicorn + h11 (HTTP server)", ("uvicorn/", 
              ("asyncio event loop, sockets", ("asyncio/", "uvloop", "selectors", "socket")))
 
 
-def stub_app() -> web.Application:
-    """The stub server: every answer at once."""
+def stub_app(tokenizer: str = "") -> web.Application:
+    """The stub server: every answer at once; ``/tokenize`` with the tokenizer at ``tokenizer`` (as
+    SGLang renders a plain chat) if given, else one id per word."""
+    encode = real_tokenize(tokenizer) if tokenizer else None
     async def server_info(_: web.Request) -> web.Response:
         return web.json_response({"served_model_name": "stub", "model_path": "/stub", "dp_size": 1})
 
@@ -83,6 +87,9 @@ def stub_app() -> web.Application:
 
     async def tokenize(request: web.Request) -> web.Response:
         body = await request.json()
+        if encode is not None:
+            ids = encode(body)
+            return web.json_response({"tokens": ids, "count": len(ids)})
         text = body.get("prompt") or " ".join(str(m.get("content")) for m in body.get("messages", []))
         ids = [zlib.crc32(w.encode()) & 0xFFFF for w in str(text).split()]
         return web.json_response({"tokens": ids, "count": len(ids)})
@@ -102,8 +109,23 @@ def stub_app() -> web.Application:
     return app
 
 
-async def serve_stub(ports: list[int]) -> None:
-    runner = web.AppRunner(stub_app(), access_log=None)
+def real_tokenize(path: str) -> Callable[[dict[str, Any]], list[int]]:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    chat_kwargs = {"add_special_tokens": False} if tok.encode("") else {}
+
+    def encode(body: dict[str, Any]) -> list[int]:
+        if "messages" in body:
+            text = tok.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
+            return list(tok.encode(text, **chat_kwargs))
+        return list(tok.encode(body["prompt"]))
+
+    return encode
+
+
+async def serve_stub(ports: list[int], tokenizer: str = "") -> None:
+    runner = web.AppRunner(stub_app(tokenizer), access_log=None)
     await runner.setup()
     for port in ports:
         await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -218,6 +240,8 @@ def gateway_cmds(args: argparse.Namespace, stubs: list[str], port: int
         env = {**os.environ, "PYTHONPATH": f"{src / 'python'}{os.pathsep}{src / 'router'}"}
         cmds[f"sglang-fair ({args.baseline_name or src.name})"] = (ours, env)
     cmds["sglang-fair (this checkout)"] = (ours, None)
+    if args.tokenizer:
+        cmds["sglang-fair (this checkout, --tokenizer)"] = ([*ours, "--tokenizer", str(args.tokenizer)], None)
     if args.vs_smg:
         smg = [args.smg, "launch", "--worker-urls", *stubs, "--policy", "cache_aware", "--port", str(port),
                "--prometheus-port", str(free_ports(1)[0]), "--log-level", "warn"]
@@ -273,8 +297,10 @@ def measure_gateway(args: argparse.Namespace, url: str, direct: str) -> dict[str
 def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     ports = free_ports(3)
     stubs = [f"http://127.0.0.1:{p}" for p in ports[:2]]
-    stub = start([sys.executable, __file__, "--stub-ports", f"{ports[0]},{ports[1]}"], tmp / "stub.log",
-                 stubs[0])
+    stub_cmd = [sys.executable, __file__, "--stub-ports", f"{ports[0]},{ports[1]}"]
+    if args.tokenizer:
+        stub_cmd += ["--tokenizer", str(args.tokenizer)]
+    stub = start(stub_cmd, tmp / "stub.log", stubs[0])
     pin(stub.pid, 1)
     pin(os.getpid(), 1)
     gw_url = f"http://127.0.0.1:{ports[2]}"
@@ -344,11 +370,14 @@ def main() -> int:
     parser.add_argument("--baseline-src", type=Path,
                         help="also measure the gateway of this checkout (its python/ and router/)")
     parser.add_argument("--baseline-name", help="its name in the table (default: the folder's name)")
+    parser.add_argument("--tokenizer", type=Path,
+                        help="a model directory (scripts/make_tiny_model.py): the stub's /tokenize uses its "
+                             "tokenizer; the gateway is also measured with --tokenizer (no /tokenize call)")
     parser.add_argument("--json", type=Path, help="write the figures here (e.g. results/speed_gateway.json)")
     parser.add_argument("--stub-ports", help=argparse.SUPPRESS)  # internal: run as the stub
     args = parser.parse_args()
     if args.stub_ports:
-        asyncio.run(serve_stub([int(p) for p in args.stub_ports.split(",")]))
+        asyncio.run(serve_stub([int(p) for p in args.stub_ports.split(",")], str(args.tokenizer or "")))
         return 0
     try:
         args.rates = [float(r) for r in args.rates.split(",") if r.strip()]
