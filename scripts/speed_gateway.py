@@ -62,6 +62,7 @@ GENERATED = {"text": "x" * 8, "meta_info": {"prompt_tokens": 200, "completion_to
 # inclusive shares of the gateway's busy samples: (label, a frame's text contains this)
 STEPS = (("Gateway.relay (the whole handler)", "relay (sglang_fair/gateway/app.py"),
          ("  prompt_tokens (the /tokenize round trip)", "prompt_tokens (sglang_fair/gateway/prompt.py"),
+         ("  LocalTokenizer.ids (tokenizing in the gateway)", "ids (sglang_fair/gateway/local_tokens.py"),
          ("  GatewayRouter.route (the policy's decision)", "route (sglang_fair/gateway/routing.py"),
          ("  Upstream.send (the request to the server)", "send (sglang_fair/gateway/upstream.py"),
          ("  Gateway._whole (read the answer, policy finish)", "_whole (sglang_fair/gateway/app.py"))
@@ -318,11 +319,14 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 pin(gateway.pid, 0)
                 row = result["gateways"][name] = measure_gateway(args, gw_url, stubs[0])
                 row["load_avg_1m"] = os.getloadavg()[0]
-                if args.profile and name.endswith("(this checkout)"):
-                    result["profile"] = profile(args.py_spy, gateway.pid, args.seconds, lambda: asyncio.run(
-                        saturate(gw_url, "chat", args.concurrency, args.seconds)), tmp / "gateway.pyspy.txt",
-                        args.json.with_suffix(".pyspy.txt") if args.json else None)
-                    for part, share in result["profile"].items():
+                if args.profile and "(this checkout" in name:
+                    keep = args.json.with_suffix(f".{i}.pyspy.txt") if args.json else None
+                    def load() -> float:
+                        return asyncio.run(saturate(gw_url, "chat", args.concurrency, args.seconds))
+
+                    shares = row["profile"] = profile(args.py_spy, gateway.pid, args.seconds, load,
+                                                      tmp / "gateway.pyspy.txt", keep)
+                    for part, share in shares.items():
                         print(f"  {share:7.3f}  {part}")
             finally:
                 stop(gateway)
