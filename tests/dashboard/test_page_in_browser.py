@@ -4,14 +4,12 @@ that differs, a client without an area, a script error, a fetch from elsewhere."
 
 from __future__ import annotations
 
-import json
 import os
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from stand_in import StandIn, stand_ins
 
 from sglang_fair.dashboard.history import History
 from sglang_fair.dashboard.model import page_data
@@ -39,38 +37,21 @@ def data(fairness: dict[str, Any]) -> dict[str, Any]:
                      {"value": 143360.0, "formula": "2 (U + Q^u)", "source": "[1] Thm 4.1"})
 
 
-class Stand(BaseHTTPRequestHandler):
+class Stand(StandIn):
     body: dict[str, Any] = {}  # noqa: RUF012  (each stand-in gets its own subclass)
     html = b""
 
-    def log_message(self, *args: Any) -> None:
-        pass
-
     def do_GET(self) -> None:
-        payload, kind = (self.html, "text/html") if self.path == "/fairness/ui" else (
-            json.dumps(self.body).encode(), "application/json")
-        self.send_response(200)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        if self.path == "/fairness/ui":
+            self.answer(200, self.html, "text/html")
+        else:
+            self.answer(200, self.body)
 
 
 @pytest.fixture
 def stand() -> Iterator[Any]:
-    servers: list[ThreadingHTTPServer] = []
-
-    def start(body: dict[str, Any], html: bytes | None = None) -> str:
-        handler = type("H", (Stand,), {"body": body, "html": html or page_html()})
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    with stand_ins() as start:
+        yield lambda body, html=None: start(type("H", (Stand,), {"body": body, "html": html or page_html()}))
 
 
 def test_the_page_draws_each_clients_area_and_row_with_the_fairness_numbers(stand: Any) -> None:

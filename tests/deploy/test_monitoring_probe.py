@@ -4,38 +4,25 @@ get one thing wrong (it must fail and name the check)."""
 
 from __future__ import annotations
 
-import json
-import threading
 import urllib.parse
 from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from deploy_support import DOCKER, load_script
+from stand_in import StandIn, stand_ins
 
 probe = load_script("monitoring_probe")
 JOBS = {"sglang-fair": 2, "sglang-fair-gateway": 2, "haproxy": 1}
 STATS = "# pxname,svname,status\nsglang_fair,FRONTEND,OPEN\ngateways,gateway-1,{g1}\ngateways,gateway-2,UP\n"
 
 
-class Stand(BaseHTTPRequestHandler):
+class Stand(StandIn):
     """Prometheus's API, the load balancer's chat endpoint and HAProxy's stats, in one; ``fault`` breaks one
     thing; ``shared['served']`` counts the chats (the client's series move with it)."""
 
     fault = ""
     shared: dict[str, Any] = {}  # noqa: RUF012  (each stand-in gets its own subclass and dict)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-    def answer(self, status: int, body: Any, kind: str = "application/json") -> None:
-        data = (body if isinstance(body, str) else json.dumps(body)).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -66,19 +53,8 @@ class Stand(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def stand() -> Iterator[Callable[[str], str]]:
-    started: list[ThreadingHTTPServer] = []
-
-    def start(fault: str = "") -> str:
-        handler = type("H", (Stand,), {"fault": fault, "shared": {"served": 0}})
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
-        started.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
-
-    yield start
-    for server in started:
-        server.shutdown()
-        server.server_close()
+    with stand_ins() as start:
+        yield lambda fault="": start(type("H", (Stand,), {"fault": fault, "shared": {"served": 0}}))
 
 
 def checks(url: str) -> list[list[str]]:
