@@ -3,25 +3,27 @@
 :func:`loads` parses with orjson (several times faster than ``json``) and falls back to ``json`` where
 the two differ: text orjson refuses (``NaN``, ``Infinity``, a byte-order mark, a lone surrogate) and
 integers outside 64 bits, which orjson reads as floats (a body with a run of 19 digits is parsed by
-``json``). :func:`with_pin` forwards a client's body as its own bytes with the gateway's rank pinned,
-not re-serialised (what the client sent reaches the server as sent).
+``json``; the run is found by translating every digit to ``0``: a regular expression took 76 µs on a
+1.2 kB chat body, three times ``json.loads``, the translation 5 µs). :func:`with_pin` forwards a
+client's body as its own bytes with the gateway's rank pinned, not re-serialised (what the client sent
+reaches the server as sent).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
 
-LONG_NUMBER = re.compile(rb"\d{19}")  # may be an integer orjson cannot hold (beyond 64 bits)
+DIGITS_AS_ZERO = bytes(0x30 if 0x30 <= b <= 0x39 else 0x20 for b in range(256))
+LONG_NUMBER = b"0" * 19  # a run of digits that may be an integer orjson cannot hold (beyond 64 bits)
 
 
 def parse(data: bytes) -> tuple[Any, bool]:
     """``json.loads(data)``, faster (raises ``ValueError`` or ``UnicodeDecodeError`` as it does), and
     whether orjson read it: then it holds no value that :func:`dumps` would write otherwise."""
-    if LONG_NUMBER.search(data) is None:
+    if LONG_NUMBER not in data.translate(DIGITS_AS_ZERO):
         try:
             return orjson.loads(data), True
         except orjson.JSONDecodeError:
