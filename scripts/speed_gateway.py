@@ -2,11 +2,13 @@
 where its CPU time goes, against stub servers that answer at once (no SGLang, no model).
 
     python scripts/speed_gateway.py [--seconds 10] [--concurrency 64] [--rates 20,100] [--profile]
-        [--json results/speed_gateway.json]
+        [--vs-smg] [--baseline-src DIR] [--json results/speed_gateway.json]
 
 One stub process (aiohttp, two ports: the gateway sees two servers of one worker each) answers
 ``/server_info``, ``/health``, ``/tokenize`` (one id per word of the prompt) and ``/generate`` and
-``/v1/chat/completions`` (a fixed 8-token answer) without waiting. The gateway (default policy,
+``/v1/chat/completions`` (a fixed 8-token answer) without waiting; with ``--tokenizer DIR`` its
+``/tokenize`` is that tokenizer's, rendering a chat as SGLang does, and the gateway is measured once
+more with ``--tokenizer DIR`` (tokenizing in the gateway, no round trip). The gateway (default policy,
 ``fair_cache_aware``) runs in its own process; on a machine with two or more cores it is pinned to
 core 0 and the stub and this load generator to core 1. Requests are non-streamed chat completions of
 a ~200-word prompt (one of 16 shared 180-word prefixes plus a question: the policy's tree has work to
@@ -17,6 +19,12 @@ do not.
    directly to the stub (the stub and load generator's own ceiling); requests/s.
 2. Added latency: open-loop Poisson arrivals at each of ``--rates`` per second for ``--seconds``,
    alternating direct and through the gateway; p50/p99 of each and their difference.
+Every gateway measured gets the same bodies (chats carry ``"model": "stub"``, which SMG requires):
+this checkout's gateway; with ``--baseline-src DIR`` also the gateway of another checkout (e.g. a
+worktree of the branch before a change), run by this Python; with ``--vs-smg`` also SGLang's Rust
+gateway SMG (``pip install smg==1.13.0``, an optional benchmark dependency; ``--smg PATH``) with
+``--policy cache_aware``. Each in turn alone on core 0; the direct figures are measured once.
+
 3. ``--profile``: py-spy (``pip install py-spy``; ``--py-spy PATH``) samples the gateway during a
    saturation run of chats: the share of its busy samples under each step of the request's path
    (inclusive), and by the library its innermost frame is in (exclusive, sums to 1).
@@ -43,7 +51,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from sglang_fair.harness.server import free_ports, get_json, stop, wait_ready
+from sglang_fair.harness.server import free_ports, stop, wait_ready
 
 PREFIXES = [" ".join(f"w{p}x{i}" for i in range(180)) for p in range(16)]
 ANSWER = {"id": "c", "object": "chat.completion", "model": "stub",
@@ -54,6 +62,7 @@ GENERATED = {"text": "x" * 8, "meta_info": {"prompt_tokens": 200, "completion_to
 # inclusive shares of the gateway's busy samples: (label, a frame's text contains this)
 STEPS = (("Gateway.relay (the whole handler)", "relay (sglang_fair/gateway/app.py"),
          ("  prompt_tokens (the /tokenize round trip)", "prompt_tokens (sglang_fair/gateway/prompt.py"),
+         ("  LocalTokenizer.ids (tokenizing in the gateway)", "ids (sglang_fair/gateway/local_tokens.py"),
          ("  GatewayRouter.route (the policy's decision)", "route (sglang_fair/gateway/routing.py"),
          ("  Upstream.send (the request to the server)", "send (sglang_fair/gateway/upstream.py"),
          ("  Gateway._whole (read the answer, policy finish)", "_whole (sglang_fair/gateway/app.py"))
@@ -67,8 +76,10 @@ LIBRARIES = (("json", ("json/",)), ("uvicorn + h11 (HTTP server)", ("uvicorn/", 
              ("asyncio event loop, sockets", ("asyncio/", "uvloop", "selectors", "socket")))
 
 
-def stub_app() -> web.Application:
-    """The stub server: every answer at once."""
+def stub_app(tokenizer: str = "") -> web.Application:
+    """The stub server: every answer at once; ``/tokenize`` with the tokenizer at ``tokenizer`` (as
+    SGLang renders a plain chat) if given, else one id per word."""
+    encode = real_tokenize(tokenizer) if tokenizer else None
     async def server_info(_: web.Request) -> web.Response:
         return web.json_response({"served_model_name": "stub", "model_path": "/stub", "dp_size": 1})
 
@@ -77,6 +88,9 @@ def stub_app() -> web.Application:
 
     async def tokenize(request: web.Request) -> web.Response:
         body = await request.json()
+        if encode is not None:
+            ids = encode(body)
+            return web.json_response({"tokens": ids, "count": len(ids)})
         text = body.get("prompt") or " ".join(str(m.get("content")) for m in body.get("messages", []))
         ids = [zlib.crc32(w.encode()) & 0xFFFF for w in str(text).split()]
         return web.json_response({"tokens": ids, "count": len(ids)})
@@ -96,8 +110,23 @@ def stub_app() -> web.Application:
     return app
 
 
-async def serve_stub(ports: list[int]) -> None:
-    runner = web.AppRunner(stub_app(), access_log=None)
+def real_tokenize(path: str) -> Callable[[dict[str, Any]], list[int]]:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    chat_kwargs = {"add_special_tokens": False} if tok.encode("") else {}
+
+    def encode(body: dict[str, Any]) -> list[int]:
+        if "messages" in body:
+            text = tok.apply_chat_template(body["messages"], tokenize=False, add_generation_prompt=True)
+            return list(tok.encode(text, **chat_kwargs))
+        return list(tok.encode(body["prompt"]))
+
+    return encode
+
+
+async def serve_stub(ports: list[int], tokenizer: str = "") -> None:
+    runner = web.AppRunner(stub_app(tokenizer), access_log=None)
     await runner.setup()
     for port in ports:
         await web.TCPSite(runner, "127.0.0.1", port).start()
@@ -109,7 +138,7 @@ def request_of(kind: str, i: int) -> tuple[str, dict[str, Any]]:
     prefix = PREFIXES[i % len(PREFIXES)]
     if kind == "chat":
         message = {"role": "user", "content": f"{prefix} question {i} ok"}
-        return "/v1/chat/completions", {"messages": [message], "max_tokens": 8}
+        return "/v1/chat/completions", {"model": "stub", "messages": [message], "max_tokens": 8}
     ids = [zlib.crc32(w.encode()) & 0xFFFF for w in prefix.split()] + [i & 0xFFFF, 7]
     return "/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": 8}}
 
@@ -171,24 +200,67 @@ def pin(pid: int, core: int) -> None:
         os.sched_setaffinity(pid, {core})
 
 
-def start(cmd: list[str], log: Path, url: str) -> subprocess.Popen[bytes]:
+def start(cmd: list[str], log: Path, url: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         wait_ready(url, proc, 60)
+        answers(url, proc)
     except (RuntimeError, TimeoutError) as err:
         stop(proc)
         raise RuntimeError(f"{cmd[:4]} did not start: {err}\n{log.read_text()[-2000:]}") from None
     return proc
 
 
-def profile(py_spy: str, pid: int, seconds: float, run: Callable[[], float], out: Path) -> dict[str, float]:
-    """Sample ``pid`` with py-spy while ``run`` loads it; inclusive share of busy samples per part."""
+def answers(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    """Wait until a chat through ``url`` is answered 200 (a gateway may be healthy before its workers
+    are registered)."""
+    async def once() -> bool:
+        async with aiohttp.ClientSession() as session:
+            try:
+                await one(session, url, "chat", 0)
+                return True
+            except (RuntimeError, aiohttp.ClientError):
+                return False
+
+    deadline = time.monotonic() + timeout
+    while not asyncio.run(once()):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{url} does not answer chats")
+        time.sleep(0.5)
+
+
+def gateway_cmds(args: argparse.Namespace, stubs: list[str], port: int
+                 ) -> dict[str, tuple[list[str], dict[str, str] | None]]:
+    """The gateways to measure: name -> (command, environment)."""
+    ours = [sys.executable, "-m", "sglang_fair.cli", "gateway", "--worker-urls", ",".join(stubs),
+            "--port", str(port)]
+    cmds: dict[str, tuple[list[str], dict[str, str] | None]] = {}
+    if args.baseline_src:
+        src = args.baseline_src.resolve()
+        env = {**os.environ, "PYTHONPATH": f"{src / 'python'}{os.pathsep}{src / 'router'}"}
+        cmds[f"sglang-fair ({args.baseline_name or src.name})"] = (ours, env)
+    cmds["sglang-fair (this checkout)"] = (ours, None)
+    if args.tokenizer:
+        cmds["sglang-fair (this checkout, --tokenizer)"] = ([*ours, "--tokenizer", str(args.tokenizer)], None)
+    if args.vs_smg:
+        smg = [args.smg, "launch", "--worker-urls", *stubs, "--policy", "cache_aware", "--port", str(port),
+               "--prometheus-port", str(free_ports(1)[0]), "--log-level", "warn"]
+        cmds["SMG 1.13 cache_aware"] = (smg, None)
+    return cmds
+
+
+def profile(py_spy: str, pid: int, seconds: float, run: Callable[[], float], out: Path,
+            keep: Path | None = None) -> dict[str, float]:
+    """Sample ``pid`` with py-spy while ``run`` loads it; inclusive share of busy samples per part (the
+    raw samples copied to ``keep``, if given)."""
     spy = subprocess.Popen([py_spy, "record", "--pid", str(pid), "--duration", str(int(seconds)),
                             "--rate", "250", "--format", "raw", "--output", str(out), "--nonblocking"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     run()
     spy.wait(timeout=seconds + 60)
+    if keep is not None:
+        shutil.copyfile(out, keep)
     stacks: Counter[str] = Counter()
     for line in out.read_text().splitlines():
         stack, _, count = line.rpartition(" ")
@@ -205,46 +277,84 @@ def profile(py_spy: str, pid: int, seconds: float, run: Callable[[], float], out
     return {k: round(v, 3) for k, v in shares.items()} | {"busy samples": total}
 
 
+def measure_gateway(args: argparse.Namespace, url: str, direct: str) -> dict[str, Any]:
+    """Saturation and added latency of the gateway at ``url`` (``direct``: the stub it routes to)."""
+    out: dict[str, Any] = {}
+    for kind in ("chat", "ids"):
+        rps = asyncio.run(saturate(url, kind, args.concurrency, args.seconds))
+        out[f"max_rps_{kind}"] = round(rps, 1)
+        print(f"  saturation {kind:4}: {rps:8.1f} requests/s", flush=True)
+    out["open_loop_ms"] = {}
+    for rate in args.rates:
+        lat = asyncio.run(open_loop({"direct": direct, "gateway": url}, "chat", rate, args.seconds))
+        row = {name: {"n": len(v), "p50": round(pct(v, 0.5) * 1e3, 2),
+                      "p99": round(pct(v, 0.99) * 1e3, 2)} for name, v in lat.items()}
+        row["added"] = {q: round(row["gateway"][q] - row["direct"][q], 2) for q in ("p50", "p99")}
+        out["open_loop_ms"][rate] = row
+        print(f"  open loop {rate}/s chat (ms): " + "; ".join(f"{k} {v}" for k, v in row.items()), flush=True)
+    return out
+
+
 def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     ports = free_ports(3)
     stubs = [f"http://127.0.0.1:{p}" for p in ports[:2]]
-    stub = start([sys.executable, __file__, "--stub-ports", f"{ports[0]},{ports[1]}"], tmp / "stub.log",
-                 stubs[0])
-    gw_url = f"http://127.0.0.1:{ports[2]}"
-    gateway = start([sys.executable, "-m", "sglang_fair.cli", "gateway", "--worker-urls", ",".join(stubs),
-                     "--port", str(ports[2])], tmp / "gateway.log", gw_url)
-    pin(gateway.pid, 0)
+    stub_cmd = [sys.executable, __file__, "--stub-ports", f"{ports[0]},{ports[1]}"]
+    if args.tokenizer:
+        stub_cmd += ["--tokenizer", str(args.tokenizer)]
+    stub = start(stub_cmd, tmp / "stub.log", stubs[0])
     pin(stub.pid, 1)
     pin(os.getpid(), 1)
+    gw_url = f"http://127.0.0.1:{ports[2]}"
     result: dict[str, Any] = {"cores": os.cpu_count(), "load_avg_1m_before": os.getloadavg()[0],
-                              "seconds": args.seconds,
-                              "concurrency": args.concurrency,
-                              "policy": get_json(gw_url + "/gateway/state").get("policy")}
+                              "seconds": args.seconds, "concurrency": args.concurrency, "gateways": {}}
     try:
         for kind in ("chat", "ids"):
-            for name, url in (("gateway", gw_url), ("direct", stubs[0])):
-                rps = asyncio.run(saturate(url, kind, args.concurrency, args.seconds))
-                result[f"max_rps_{kind}_{name}"] = round(rps, 1)
-                print(f"saturation {kind:4} {name:7}: {rps:8.1f} requests/s", flush=True)
-        result["open_loop_ms"] = {}
-        for rate in args.rates:
-            lat = asyncio.run(open_loop({"direct": stubs[0], "gateway": gw_url}, "chat", rate, args.seconds))
-            row = {name: {"n": len(v), "p50": round(pct(v, 0.5) * 1e3, 2),
-                          "p99": round(pct(v, 0.99) * 1e3, 2)} for name, v in lat.items()}
-            row["added"] = {q: round(row["gateway"][q] - row["direct"][q], 2) for q in ("p50", "p99")}
-            result["open_loop_ms"][rate] = row
-            print(f"open loop {rate}/s chat (ms): " + "; ".join(f"{k} {v}" for k, v in row.items()),
-                  flush=True)
-        if args.profile:
-            result["profile"] = profile(args.py_spy, gateway.pid, args.seconds, lambda: asyncio.run(
-                saturate(gw_url, "chat", args.concurrency, args.seconds)), tmp / "gateway.pyspy.txt")
-            for part, share in result["profile"].items():
-                print(f"  {share:7.3f}  {part}")
+            result[f"max_rps_{kind}_direct"] = rps = round(
+                asyncio.run(saturate(stubs[0], kind, args.concurrency, args.seconds)), 1)
+            print(f"direct to the stub: saturation {kind:4}: {rps:8.1f} requests/s", flush=True)
+        for i, (name, (cmd, env)) in enumerate(gateway_cmds(args, stubs, ports[2]).items()):
+            print(f"{name}:", flush=True)
+            gateway = start(cmd, tmp / f"gateway{i}.log", gw_url, env)
+            try:
+                pin(gateway.pid, 0)
+                row = result["gateways"][name] = measure_gateway(args, gw_url, stubs[0])
+                row["load_avg_1m"] = os.getloadavg()[0]
+                if args.profile and "(this checkout" in name:
+                    keep = args.json.with_suffix(f".{i}.pyspy.txt") if args.json else None
+                    def load() -> float:
+                        return asyncio.run(saturate(gw_url, "chat", args.concurrency, args.seconds))
+
+                    shares = row["profile"] = profile(args.py_spy, gateway.pid, args.seconds, load,
+                                                      tmp / "gateway.pyspy.txt", keep)
+                    for part, share in shares.items():
+                        print(f"  {share:7.3f}  {part}")
+            finally:
+                stop(gateway)
     finally:
         result["load_avg_1m_after"] = os.getloadavg()[0]
-        stop(gateway)
         stop(stub)
     return result
+
+
+def table(result: dict[str, Any]) -> str:
+    """The gateways side by side (markdown)."""
+    rates = list(next(iter(result["gateways"].values()))["open_loop_ms"]) if result["gateways"] else []
+    head = ["gateway (one core)", "chat req/s", "ids req/s",
+            *(f"added p50 / p99 ms at {r:g}/s" for r in rates)]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines.append(f"| direct to the stub | {result['max_rps_chat_direct']:,.0f} | "
+                 f"{result['max_rps_ids_direct']:,.0f} |" + " |" * len(rates))
+    for name, row in result["gateways"].items():
+        added = [row["open_loop_ms"][r]["added"] for r in rates]
+        lines.append(f"| {name} | {row['max_rps_chat']:,.0f} | {row['max_rps_ids']:,.0f} | "
+                     + " | ".join(f"{a['p50']:.2f} / {a['p99']:.2f}" for a in added) + " |")
+    return "\n".join(lines)
+
+
+def beside_python(name: str) -> str:
+    """The executable ``name`` of this Python's environment, else on the PATH ('' if neither)."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.is_file() else shutil.which(name) or ""
 
 
 def main() -> int:
@@ -256,12 +366,22 @@ def main() -> int:
     parser.add_argument("--rates", default="20,100",
                         help="open-loop requests/s, both paths together; comma-separated, one run each")
     parser.add_argument("--profile", action="store_true", help="sample the gateway with py-spy")
-    parser.add_argument("--py-spy", default=shutil.which("py-spy") or "", help="py-spy executable")
+    parser.add_argument("--py-spy", default=beside_python("py-spy"), help="py-spy executable")
+    parser.add_argument("--vs-smg", action="store_true",
+                        help="also measure SGLang's Rust gateway SMG (pip install smg==1.13.0)")
+    parser.add_argument("--smg", default=beside_python("smg"),
+                        help="SMG's executable (with --vs-smg)")
+    parser.add_argument("--baseline-src", type=Path,
+                        help="also measure the gateway of this checkout (its python/ and router/)")
+    parser.add_argument("--baseline-name", help="its name in the table (default: the folder's name)")
+    parser.add_argument("--tokenizer", type=Path,
+                        help="a model directory (scripts/make_tiny_model.py): the stub's /tokenize uses its "
+                             "tokenizer; the gateway is also measured with --tokenizer (no /tokenize call)")
     parser.add_argument("--json", type=Path, help="write the figures here (e.g. results/speed_gateway.json)")
     parser.add_argument("--stub-ports", help=argparse.SUPPRESS)  # internal: run as the stub
     args = parser.parse_args()
     if args.stub_ports:
-        asyncio.run(serve_stub([int(p) for p in args.stub_ports.split(",")]))
+        asyncio.run(serve_stub([int(p) for p in args.stub_ports.split(",")], str(args.tokenizer or "")))
         return 0
     try:
         args.rates = [float(r) for r in args.rates.split(",") if r.strip()]
@@ -271,9 +391,15 @@ def main() -> int:
         parser.error("--seconds must be >= 2, --concurrency >= 1, every rate > 0")
     if args.profile and not (args.py_spy and Path(args.py_spy).exists()):
         parser.error("--profile needs py-spy (pip install py-spy, or give --py-spy PATH)")
+    if args.vs_smg and not Path(args.smg).is_file():
+        parser.error(f"--vs-smg needs SMG, SGLang's Rust gateway, and {args.smg!r} is not there: "
+                     "pip install smg==1.13.0 (an optional benchmark dependency), or give --smg PATH")
+    if args.baseline_src and not (args.baseline_src / "python" / "sglang_fair").is_dir():
+        parser.error(f"--baseline-src {args.baseline_src}: no python/sglang_fair there")
     with tempfile.TemporaryDirectory(prefix="speed-gateway-") as tmp:
         result = measure(args, Path(tmp))
     print(json.dumps(result))
+    print(table(result))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(result, indent=1) + "\n")

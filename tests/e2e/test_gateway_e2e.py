@@ -9,7 +9,8 @@ and the evictions of a full cache reach the gateway; SIGSTOP of B's scheduler fa
 flight with 503 within the heartbeat timeout, and B is taken back after SIGCONT. A second gateway
 replica shares what the first routes: it hears its dispatches (a prefix routed by one is routed to the
 same worker by the other), and when the first is killed with requests in flight, the second releases
-them and serves the client retried there.
+them and serves the client retried there. The second tokenizes plain chats and prompts itself
+(``--tokenizer``): its ids equal the servers' ``/tokenize`` on a corpus, the rest is asked and counted.
 """
 
 from __future__ import annotations
@@ -76,6 +77,8 @@ def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             peers = ",".join(f"{other}@127.0.0.1:{ports[other][1]}" for other in GATEWAYS if other != name)
             cmd = [sys.executable, "-m", "sglang_fair.cli", "gateway", *shared, "--port", str(port),
                    "--feedback-key-name", name, "--peer-port", str(peer_port), "--peer-addresses", peers]
+            if name == "gateway-2":  # tokenizes plain chats and prompts itself (verified at start-up)
+                cmd += ["--tokenizer", str(tiny_model)]
             with open(tmp / f"{name}.log", "wb") as log:
                 procs[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
                                                start_new_session=True)
@@ -192,6 +195,48 @@ def test_a_stopped_scheduler_fails_its_requests_in_flight_and_its_server_comes_b
                            {"text": words(800 + i, 30), "sampling_params": {"max_new_tokens": 1}}, KEY)
         assert status == 200, raw
     assert get_json(gateway + "/gateway/state")["workers"][2]["routed"] > before
+
+
+TOOLS = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+CORPUS = [  # (path, body, whether the gateway renders it itself)
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "the fair share"}]}, True),
+    ("/v1/chat/completions", {"max_tokens": 4, "temperature": 0.5, "stream": True, "messages": [
+        {"role": "system", "content": "You are a queue."}, {"role": "user", "content": words(1, 40)},
+        {"role": "assistant", "content": "the answer\n  is\tspaced"},
+        {"role": "user", "content": "<|user|>ünïcödé 数字 </s>"}]}, True),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "tools": TOOLS}, False),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "chat_template_kwargs": {"enable_thinking": False}}, False),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]},
+     False),
+    ("/v1/completions", {"prompt": words(2, 60)}, True),
+    ("/v1/completions", {"prompt": [" the batch's first", "second"]}, True),
+    ("/generate", {"text": "a generate prompt\n"}, True),
+]
+
+
+def test_the_gateways_own_tokens_are_the_servers_on_a_corpus(cluster: dict[str, Any],
+                                                             tiny_model: Path) -> None:
+    from sglang_fair.gateway.local_tokens import LocalTokenizer
+    from sglang_fair.gateway.prompt import token_source
+
+    local = LocalTokenizer(str(tiny_model))
+    for path, body, rendered_here in CORPUS:
+        source = token_source(path, body)
+        mine = local.ids(source)
+        assert (mine is not None) == rendered_here, (path, body)
+        status, raw = post(cluster["a"] + "/tokenize", source)
+        assert status == 200, raw
+        theirs = json.loads(raw)["tokens"]
+        if mine is not None:
+            assert mine == theirs, (path, body)
+    two = cluster["gateway-2"]
+    status, _ = post(two + "/v1/chat/completions", {**CORPUS[1][1], "stream": False}, KEY)
+    assert status == 200
+    status, _ = post(two + "/v1/chat/completions", {**CORPUS[2][1], "max_tokens": 2}, KEY)
+    assert status == 200
+    tokens = get_json(two + "/gateway/state")["local_tokenizer"]
+    assert tokens["verdict"].startswith("on:") and tokens["local"] >= 1 and tokens["asked: field tools"] >= 1
 
 
 def test_a_second_gateway_hears_the_firsts_dispatches_and_routes_a_prefix_alike(

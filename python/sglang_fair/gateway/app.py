@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -31,11 +31,14 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
 from sglang_fair.dashboard.gateway_page import mount as mount_page
+from sglang_fair.dashboard.status import StatusBook, StatusMiddleware
+from sglang_fair.edge.asgi import Receive, Scope, Send
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.duties import Duties
 from sglang_fair.gateway.feedback import FeedbackListener
 from sglang_fair.gateway.intake import Accepted, Intake, error
+from sglang_fair.gateway.local_tokens import LocalTokenizer
 from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, ServerTokenizer
 from sglang_fair.gateway.relay import Relay, RelayedStream, pinned, where
 from sglang_fair.gateway.replication import Replication
@@ -44,24 +47,27 @@ from sglang_fair.gateway.servers import WorkerTable
 from sglang_fair.gateway.supervision import Cut, ServerSupervisor
 from sglang_fair.gateway.upstream import Unreachable, Upstream, UpstreamError, make_session
 from sglang_fair.gateway.usage import output_tokens
+from sglang_fair.gateway.wire import loads
 from sglang_fair.routing import NoWorkerError
 from sglang_fair.routing.clients import ClientOverLimit
 
 RELAYED = (CHAT, COMPLETIONS, GENERATE)
 RELAYED_HEADERS = frozenset({"retry-after"})  # of a server's answer, besides its content type
+logger = logging.getLogger("sglang_fair.gateway")
 
 
 class Gateway:
     """The gateway's parts (assembled by ``launch.build_gateway``) and the relay with failover."""
 
     def __init__(self, config: GatewayConfig, table: WorkerTable, router: GatewayRouter,
-                 listener: FeedbackListener | None = None, replication: Replication | None = None) -> None:
+                 listener: FeedbackListener | None = None, replication: Replication | None = None,
+                 local: LocalTokenizer | None = None) -> None:
         self.config, self.table, self.router = config, table, router
         self.listener, self.replication = listener, replication
         self.supervisor = ServerSupervisor(table, router, listener, config.heartbeat_timeout,
                                            config.health_failures)
         self.intake = Intake(config.edge, None if config.edge.accept_any_model else table.model_names())
-        self.tokenizer = ServerTokenizer(self.supervisor.servers_in, config.health_timeout)
+        self.tokenizer = ServerTokenizer(self.supervisor.servers_in, config.health_timeout, local)
         self.duties = Duties()
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
         self.failed_over = 0  # requests a server could not be reached for, tried at another
@@ -77,7 +83,7 @@ class Gateway:
         if not isinstance(accepted, Accepted):
             return accepted
         client, body = accepted.client, accepted.body
-        tokens = await self.tokenizer.tokens(path, body)
+        tokens = await self.tokenizer.tokens(path, body, accepted.plain)
         supervisor, reasons = self.supervisor, []
         for _ in self.table.servers:  # a server not reached did not start the request: try another
             try:
@@ -88,7 +94,7 @@ class Gateway:
                 return error(429, "TooManyRequests", str(err), {"retry-after": "1"})
             url = ticket.worker.server.url
             try:
-                sent = self._servers().send(url, path, pinned(body, ticket), client)
+                sent = self._servers().send(url, path, pinned(accepted.raw, body, ticket), client)
                 resp = await supervisor.until_cut(url, sent)
             except Cut as err:
                 self.router.finish(ticket, 0)
@@ -115,7 +121,7 @@ class Gateway:
             data = await self.supervisor.until_cut(url, resp.read())
             if resp.status == 200:
                 self.supervisor.heard(ticket.worker.index)
-                produced = output_tokens(json.loads(data))
+                produced = output_tokens(loads(data))
         except Cut as err:
             resp.close()
             return taken_out(ticket, err)
@@ -153,6 +159,7 @@ class Gateway:
         picked = self.picker.picker.view() if self.picker is not None else None
         return {**self.router.state(), "servers_out": self.supervisor.health.out, "feedback": heard,
                 "peers": peers, "failed_over": self.failed_over, "duties": self.duties.view(),
+                "local_tokenizer": self.tokenizer.local.view() if self.tokenizer.local else None,
                 "ext_proc": picked}
 
 
@@ -160,7 +167,34 @@ def taken_out(ticket: Ticket, why: Exception) -> JSONResponse:
     return error(503, "ServiceUnavailable", f"{where(ticket)} was taken out: {why}")
 
 
-def make_app(gateway: Gateway) -> FastAPI:
+class FrontDoor:
+    """The gateway's ASGI app: a relayed ``POST`` goes through the edge's limits and the answers'
+    count per client (``book``, as the FastAPI app's middleware counts) straight to
+    :meth:`Gateway.relay` (no FastAPI routing, dependency solving or exception middleware on the hot
+    path); every other request, and the lifespan, to the FastAPI ``app``."""
+
+    def __init__(self, gateway: Gateway, app: FastAPI, book: StatusBook) -> None:
+        self.gateway, self.app = gateway, app
+        self.state = app.state  # the FastAPI app's (the fairness page's state hangs there)
+        self.relay = EdgeLimitsMiddleware(StatusMiddleware(self._relay, book=book),
+                                          gateway.config.edge.max_body_bytes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] in RELAYED and scope["method"] == "POST":
+            await self.relay(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _relay(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            response = await self.gateway.relay(Request(scope, receive), scope["path"])
+        except Exception as err:  # what Starlette's error middleware does, as the edge's error body
+            logger.exception("gateway: relaying %s failed", scope["path"])
+            response = error(500, "InternalServerError", f"the gateway failed: {type(err).__name__}")
+        await response(scope, receive, send)
+
+
+def make_app(gateway: Gateway) -> FrontDoor:
     """The gateway's app; its lifespan opens the servers' HTTP session and runs the duties."""
 
     @asynccontextmanager
@@ -170,6 +204,9 @@ def make_app(gateway: Gateway) -> FastAPI:
             edge = config.edge
             upstream = gateway.upstream = Upstream(session, edge.client_header, edge.gateway_token)
             gateway.tokenizer.post = upstream.post_json
+            if (local := gateway.tokenizer.local) is not None:
+                await local.verify(gateway.tokenizer.tokenize)
+                logger.warning("gateway: local tokenizer %s", local.verdict)
             gateway.start_duties(upstream)
             gateway.duties.start("fairness_page", page.run)
             if config.ext_proc.port:
@@ -194,7 +231,7 @@ def make_app(gateway: Gateway) -> FastAPI:
             return await gateway.relay(request, path)
         return endpoint
 
-    for path in RELAYED:
+    for path in RELAYED:  # reached by FrontDoor only for methods other than POST: 405, as FastAPI answers
         app.add_api_route(path, relay(path), methods=["POST"])
 
     async def models() -> Any:
@@ -212,7 +249,7 @@ def make_app(gateway: Gateway) -> FastAPI:
     app.add_api_route("/v1/models", models, methods=["GET"])
     app.add_api_route("/gateway/state", state, methods=["GET"])
     app.add_api_route("/health", health, methods=["GET"])
-    return app
+    return FrontDoor(gateway, app, page.book)
 
 
 async def every(interval: float, call: Callable[[], object]) -> None:

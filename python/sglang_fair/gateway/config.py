@@ -68,6 +68,11 @@ class GatewayConfig:
     stall_timeout: float = field(default=60.0, metadata={
         "help": "seconds a worker's loop may stand still with requests in flight before its server is "
                 "taken out (longer than the longest model step)"})
+    tokenizer: str = field(default="", metadata={
+        "help": "the servers' tokenizer (model or tokenizer directory, readable here): prompts and plain "
+                "chats are tokenized in the gateway, not by a /tokenize call to a server, once start-up "
+                "probes gave the server's ids (needs the gateway-tokenizer extra; default: every "
+                "prompt is tokenized by a server)"})
     router: RouterConfig = field(default_factory=RouterConfig)
     peer: PeerConfig = field(default_factory=PeerConfig)
     ext_proc: ExtProcConfig = field(default_factory=ExtProcConfig)

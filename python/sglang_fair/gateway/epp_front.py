@@ -10,6 +10,7 @@ This module is the only place the picker touches the gateway's insides.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Collection, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +60,7 @@ class GatewayFront:
             return router.route(client, tokens)
 
     def pinned(self, body: dict[str, Any], ticket: Ticket) -> bytes:
-        return pinned(body, ticket)
+        return pinned(json.dumps(body).encode(), body, ticket)
 
     def upstream_headers(self, client: str) -> dict[str, str]:
         headers = {self.edge.client_header.lower(): client}

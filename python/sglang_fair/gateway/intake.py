@@ -9,7 +9,6 @@ body (:func:`error`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from sglang_fair.edge.config import EdgeConfig
 from sglang_fair.edge.errors import error_body
 from sglang_fair.edge.identity import SCOPE_KEY, Unauthorized, resolve_client
 from sglang_fair.edge.model_names import NOT_FOUND, ModelNames, refusal
+from sglang_fair.gateway.wire import parse
 
 
 def error(status: int, kind: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -31,10 +31,12 @@ def error(status: int, kind: str, message: str, headers: dict[str, str] | None =
 
 @dataclass(frozen=True)
 class Accepted:
-    """A request the gateway routes: its client and its JSON body."""
+    """A request the gateway routes: its client, its JSON body and that body's bytes."""
 
     client: str
     body: dict[str, Any]
+    raw: bytes
+    plain: bool  # read by orjson (wire.parse): wire.dumps may write it by orjson
 
 
 class Intake:
@@ -45,8 +47,9 @@ class Intake:
 
     async def accept(self, request: Request, path: str) -> Accepted | JSONResponse:
         """The request's client and body, or the answer refusing it."""
+        raw = await request.body()
         try:
-            body = json.loads(await request.body())
+            body, plain = parse(raw)
         except (ValueError, UnicodeDecodeError):
             return error(400, "BadRequest", "the request body is not JSON")
         if not isinstance(body, dict):
@@ -59,7 +62,7 @@ class Intake:
         scope_state(request.scope)[SCOPE_KEY] = client  # for the answers counted per client (dashboard)
         if (refused := self.refusal(path, body)) is not None:
             return JSONResponse(refused, status_code=NOT_FOUND)
-        return Accepted(client, body)
+        return Accepted(client, body, raw, plain)
 
     def client(self, headers: Mapping[str, str], body: dict[str, Any]) -> str:
         """The request's client (``headers`` lower-cased); raises ``Unauthorized``."""

@@ -12,6 +12,8 @@ from sglang_fair.gateway.app import Gateway, make_app
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.duties import EXIT_DUTY_FAILED
 from sglang_fair.gateway.feedback import FeedbackListener, Liveness, sources, wait_first_beats
+from sglang_fair.gateway.local_tokens import LocalTokenizer
+from sglang_fair.gateway.plumbing import fast_plumbing
 from sglang_fair.gateway.replication import Replication, peer_link
 from sglang_fair.gateway.routing import GatewayRouter
 from sglang_fair.gateway.servers import WorkerTable, discover
@@ -43,7 +45,9 @@ def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
         heard = [w.index for w in table if w.server.feedback_endpoint]
         liveness = Liveness(heard, config.heartbeat_timeout, config.stall_timeout, time.monotonic())
         listener = FeedbackListener(table, config.curve_keys, router.evicted, liveness, on_load=router.loaded)
-    return Gateway(config, table, router, listener, Replication(link, router) if link is not None else None)
+    local = LocalTokenizer(config.tokenizer) if config.tokenizer else None
+    return Gateway(config, table, router, listener, Replication(link, router) if link is not None else None,
+                   local)
 
 
 def serve(config: GatewayConfig) -> int:
@@ -52,15 +56,17 @@ def serve(config: GatewayConfig) -> int:
     table = asyncio.run(discover_servers(config))
     wait_first_beats(table, config.curve_keys, config.feedback_timeout)
     gateway = build_gateway(config, table)
+    plumbing, settings = fast_plumbing()
     server = uvicorn.Server(uvicorn.Config(make_app(gateway), host=config.host, port=config.port,
-                                           log_level="warning"))
+                                           log_level="warning", access_log=False, **settings))
 
     def give_up(duty: str) -> None:
         server.should_exit = True
 
     gateway.duties.on_give_up = give_up
     print(f"sglang-fair gateway: {len(table.servers)} servers of {table.model!r}, {len(table)} workers, "
-          f"policy {config.router.policy}, on http://{config.host}:{config.port}", flush=True)
+          f"policy {config.router.policy}, on http://{config.host}:{config.port} ({plumbing})",
+          flush=True)
     server.run()
     if gateway.duties.given_up:
         print(f"sglang-fair gateway: background duty {gateway.duties.given_up[0]!r} kept failing: exiting "

@@ -16,7 +16,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from sglang_fair.edge.trust import PIN_FIELDS
+from sglang_fair.gateway.local_tokens import LocalTokenizer
 from sglang_fair.gateway.servers import ServerInfo
+from sglang_fair.gateway.wire import dumps
 
 CHAT, COMPLETIONS, GENERATE = "/v1/chat/completions", "/v1/completions", "/generate"
 NOT_TOKENIZED = (*PIN_FIELDS, "prompt", "stream", "stream_options")  # /tokenize refuses streaming (501)
@@ -76,7 +78,7 @@ def _keys(ids: list[Any]) -> list[int]:
     return []
 
 
-PostJson = Callable[[str, str, dict[str, Any], float], Awaitable[Any]]  # (url, path, body, timeout)
+PostJson = Callable[[str, str, bytes, float], Awaitable[Any]]  # (url, path, JSON body, timeout)
 
 
 class ServerTokenizer:
@@ -84,19 +86,26 @@ class ServerTokenizer:
     not taken out) take turns; ``post`` is the gateway's upstream call (``upstream.Upstream.post_json``,
     bound once its session is open)."""
 
-    def __init__(self, servers: Callable[[], list[ServerInfo]], timeout: float) -> None:
-        self.servers, self.timeout = servers, timeout
+    def __init__(self, servers: Callable[[], list[ServerInfo]], timeout: float,
+                 local: LocalTokenizer | None = None) -> None:
+        self.servers, self.timeout, self.local = servers, timeout, local
         self.post: PostJson | None = None
         self._turn = itertools.count()
 
-    async def tokenize(self, body: dict[str, Any]) -> Any:
-        """One server's ``/tokenize`` answer for ``body``."""
+    async def tokenize(self, body: dict[str, Any], plain: bool = False) -> Any:
+        """One server's ``/tokenize`` answer for ``body`` (``plain``: see ``wire.dumps``)."""
         if self.post is None:
             raise RuntimeError("the gateway is not started")
         servers = self.servers()
         server = servers[next(self._turn) % len(servers)]
-        return await self.post(server.url, "/tokenize", body, self.timeout)
+        return await self.post(server.url, "/tokenize", dumps(body, plain), self.timeout)
 
-    async def tokens(self, path: str, body: dict[str, Any]) -> list[int]:
-        """The token ids of the prompt of a request to ``path`` (none when they cannot be had)."""
-        return await prompt_tokens(token_source(path, body), self.tokenize)
+    async def tokens(self, path: str, body: dict[str, Any], plain: bool = False) -> list[int]:
+        """The token ids of the prompt of a request to ``path`` (none when they cannot be had): the
+        gateway's own where its verified local tokenizer is sure, else a server's."""
+        source = token_source(path, body)
+        if self.local is not None and self.local.trusted and isinstance(source, dict):
+            ids = self.local.ids(source)
+            if ids is not None:
+                return _keys(ids)
+        return await prompt_tokens(source, lambda source: self.tokenize(source, plain))

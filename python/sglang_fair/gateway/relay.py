@@ -18,6 +18,7 @@ from fastapi.responses import StreamingResponse
 from sglang_fair.edge.trust import PIN_FIELDS
 from sglang_fair.gateway.routing import GatewayRouter, Ticket
 from sglang_fair.gateway.usage import StreamCounter
+from sglang_fair.gateway.wire import with_pin
 
 logger = logging.getLogger("sglang_fair.gateway")
 
@@ -88,12 +89,10 @@ class RelayedStream(StreamingResponse):
             self.relay.close()
 
 
-def pinned(body: dict[str, Any], ticket: Ticket) -> bytes:
-    """``body`` as sent to the ticket's server: the client's pins dropped, the gateway's rank pinned."""
-    out = {k: v for k, v in body.items() if k not in PIN_FIELDS}
+def pinned(raw: bytes, body: dict[str, Any], ticket: Ticket) -> bytes:
+    """The body (``raw``, parsed: ``body``) as sent to the ticket's server: the client's pins dropped,
+    the gateway's rank pinned."""
     rank = ticket.worker.pinned_rank()
-    if rank is not None:
-        out["routed_dp_rank"] = rank
-    return json.dumps(out).encode()
+    return with_pin(raw, body, PIN_FIELDS, None if rank is None else ("routed_dp_rank", rank))
 
 

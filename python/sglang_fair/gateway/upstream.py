@@ -12,8 +12,10 @@ import json
 from typing import Any
 
 import aiohttp
+from yarl import URL
 
 from sglang_fair.edge.trust import TOKEN_HEADER, GatewayToken
+from sglang_fair.gateway.wire import loads
 
 GATEWAY_CLIENT = "__gateway__"  # the client the gateway's own calls (discovery, tokenize) are made as
 
@@ -39,6 +41,23 @@ class Upstream:
 
     def __init__(self, session: aiohttp.ClientSession, client_header: str, token: GatewayToken) -> None:
         self.session, self.client_header, self.token = session, client_header, token
+        self._urls: dict[str, URL] = {}  # url + path, parsed once
+        self._limits: dict[float, aiohttp.ClientTimeout] = {}
+
+    def url(self, url: str, path: str) -> URL:
+        """``url + path``, parsed once (yarl's parsing is a visible share of a relay's CPU)."""
+        whole = url + path
+        parsed = self._urls.get(whole)
+        if parsed is None:
+            parsed = self._urls[whole] = URL(whole)
+        return parsed
+
+    def limit(self, timeout: float | None) -> aiohttp.ClientTimeout:
+        if not timeout:
+            return self.session.timeout
+        if timeout not in self._limits:
+            self._limits[timeout] = aiohttp.ClientTimeout(total=timeout)
+        return self._limits[timeout]
 
     def headers(self, client: str) -> dict[str, str]:
         """The headers of a call made for ``client``."""
@@ -55,13 +74,13 @@ class Upstream:
         except (aiohttp.ClientError, TimeoutError) as err:
             raise UpstreamError(f"{url}{path}: {err or type(err).__name__}") from None
 
-    async def post_json(self, url: str, path: str, body: dict[str, Any],
+    async def post_json(self, url: str, path: str, body: bytes | dict[str, Any],
                         timeout: float | None = None) -> Any:
-        """``POST url+path`` with a JSON body, as the gateway (within ``timeout`` s if given); the
-        JSON answer."""
-        limit = aiohttp.ClientTimeout(total=timeout) if timeout else self.session.timeout
+        """``POST url+path`` with a JSON body (a value, or its bytes), as the gateway (within ``timeout``
+        s if given); the JSON answer."""
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
         try:
-            async with self.session.post(url + path, data=json.dumps(body), timeout=limit,
+            async with self.session.post(self.url(url, path), data=data, timeout=self.limit(timeout),
                                          headers=self.headers(GATEWAY_CLIENT)) as resp:
                 return await _json(resp, url + path)
         except (aiohttp.ClientError, TimeoutError) as err:
@@ -70,7 +89,7 @@ class Upstream:
     async def send(self, url: str, path: str, body: bytes, client: str) -> aiohttp.ClientResponse:
         """``POST url+path`` for ``client``; the open response (the caller reads and releases it)."""
         try:
-            return await self.session.post(url + path, data=body, headers=self.headers(client))
+            return await self.session.post(self.url(url, path), data=body, headers=self.headers(client))
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as err:
             raise Unreachable(f"{url}{path}: {err or 'no connection within the connect timeout'}") from None
         except (aiohttp.ClientError, TimeoutError) as err:
@@ -87,11 +106,12 @@ class Upstream:
 
 
 async def _json(resp: aiohttp.ClientResponse, where: str) -> Any:
-    text = await resp.text()
+    data = await resp.read()
     if resp.status != 200:
+        text = data[:400].decode(resp.get_encoding(), errors="replace")
         raise HttpStatus(f"{where}: HTTP {resp.status}: {text[:200]}", resp.status)
     try:
-        return json.loads(text)
+        return loads(data)
     except ValueError:
         raise UpstreamError(f"{where}: the answer is not JSON") from None
 
@@ -104,4 +124,5 @@ def make_session(timeout: float, connect_timeout: float = 30.0) -> aiohttp.Clien
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=min(timeout, connect_timeout),
                                       sock_read=timeout),
         connector=aiohttp.TCPConnector(limit=0),
+        cookie_jar=aiohttp.DummyCookieJar(),  # the servers set no cookies for the gateway to keep
     )

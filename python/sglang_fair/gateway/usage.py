@@ -8,8 +8,9 @@ that carried text (an estimate: SGLang sends one chunk per ``--stream-interval``
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from sglang_fair.gateway.wire import loads
 
 
 def _completion_tokens(item: Any) -> int | None:
@@ -51,7 +52,7 @@ class StreamCounter:
         if data == b"[DONE]":
             return
         try:
-            event = json.loads(data)
+            event = loads(data)
         except ValueError:
             return
         if not isinstance(event, dict):

@@ -1,0 +1,113 @@
+"""The gateway's own tokenizer (``--tokenizer``): which shapes it renders itself, which it leaves to a
+server's ``/tokenize`` (counted), and that it is trusted only when its start-up probes give the
+server's ids. Equality with a real SGLang server's ``/tokenize``: tests/e2e/test_gateway_e2e.py."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("transformers")
+from sglang_fair.gateway.local_tokens import PROBES, LocalTokenizer
+from sglang_fair.gateway.prompt import CHAT, ServerTokenizer, token_source
+from sglang_fair.gateway.servers import ServerInfo
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = {"role": "user", "content": "the fair share"}
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory: pytest.TempPathFactory) -> LocalTokenizer:
+    spec = importlib.util.spec_from_file_location("make_tiny_model", ROOT / "scripts" / "make_tiny_model.py")
+    assert spec is not None and spec.loader is not None
+    maker = importlib.util.module_from_spec(spec)
+    sys.modules["make_tiny_model"] = maker
+    spec.loader.exec_module(maker)
+    out = tmp_path_factory.mktemp("tiny-tokenizer")
+    maker.build_tokenizer(out, 0)
+    return LocalTokenizer(str(out))
+
+
+def rendered_by_hand(local: LocalTokenizer, messages: list[dict[str, str]]) -> list[int]:
+    """What the tiny model's template (scripts/make_tiny_model.py) renders, encoded as SGLang does."""
+    text = "".join(f"<|{m['role']}|>{m['content']}</s>" for m in messages) + "<|assistant|>"
+    return list(local.tokenizer.encode(text, add_special_tokens=False))
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ({"messages": [USER], "tools": [{"type": "function", "function": {"name": "f"}}]}, "field tools"),
+    ({"messages": [USER], "chat_template_kwargs": {"enable_thinking": False}}, "field chat_template_kwargs"),
+    ({"messages": [USER], "tool_choice": "none"}, "field tool_choice"),
+    ({"messages": [USER], "continue_final_message": True}, "field continue_final_message"),
+    ({"messages": [USER, {"role": "assistant", "content": "so"}]}, "last message is the assistant's"),
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]}, "message shape"),
+    ({"messages": [{**USER, "name": "n"}]}, "message shape"),
+    ({"messages": [{"role": "tool", "content": "x"}]}, "message shape"),
+    ({"messages": []}, "messages shape"),
+])
+def test_shapes_it_does_not_mirror_are_left_to_the_server_and_counted(
+        local: LocalTokenizer, body: dict[str, Any], why: str) -> None:
+    before = local.counts[f"asked: {why}"]
+    assert local.ids(token_source(CHAT, body)) is None
+    assert local.counts[f"asked: {why}"] == before + 1
+
+
+def test_plain_chats_and_prompts_are_rendered_as_the_template_says(local: LocalTokenizer) -> None:
+    turns = [{"role": "system", "content": "be fair"}, USER, {"role": "assistant", "content": "yes"}, USER]
+    body = {"model": "m", "messages": turns, "max_tokens": 3, "temperature": 0.0, "stream": True}
+    assert local.ids(token_source(CHAT, body)) == rendered_by_hand(local, turns)
+    assert local.ids({"prompt": "the queue"}) == list(local.tokenizer.encode("the queue"))
+    assert local.ids(token_source("/v1/completions", {"prompt": ["the queue", "x"]})) == \
+        list(local.tokenizer.encode("the queue"))  # a batch routes on its first prompt
+
+
+class FakeServer:
+    """A server's ``/tokenize``: right (the local tokenizer's own ids) or off by one token."""
+
+    def __init__(self, local: LocalTokenizer, wrong: bool = False) -> None:
+        self.local, self.wrong, self.asked = local, wrong, 0
+
+    async def tokenize(self, body: dict[str, Any]) -> Any:
+        self.asked += 1
+        if "prompt" in body:
+            ids = list(self.local.tokenizer.encode(body["prompt"]))
+        else:
+            ids = rendered_by_hand(self.local, body["messages"]) if "messages" in body else []
+        return {"tokens": ids + [7] if self.wrong and len(body.get("messages", [])) > 1 else ids}
+
+
+def test_only_a_verified_tokenizer_is_used_and_the_rest_is_asked(local: LocalTokenizer) -> None:
+    tokenizer = ServerTokenizer(lambda: [ServerInfo("http://s", "m", 1)], 1.0, local)
+    server = FakeServer(local)
+
+    async def post(url: str, path: str, body: bytes, timeout: float) -> Any:
+        import json
+        return await server.tokenize(json.loads(body))
+
+    tokenizer.post = post
+
+    async def scenario() -> None:
+        local.trusted = False
+        await tokenizer.tokens(CHAT, {"messages": [USER]})
+        assert server.asked == 1  # not verified: asked
+        assert await local.verify(server.tokenize) and local.trusted and server.asked == 1 + len(PROBES)
+        assert await tokenizer.tokens(CHAT, {"messages": [USER]}) == rendered_by_hand(local, [USER])
+        assert server.asked == 1 + len(PROBES) and local.counts["local"] == 1
+        with_tools = {"messages": [USER], "tools": []}
+        assert await tokenizer.tokens(CHAT, with_tools) == rendered_by_hand(local, [USER])
+        assert server.asked == 2 + len(PROBES) and local.counts["asked: field tools"] == 1
+
+    asyncio.run(scenario())
+
+
+def test_a_server_that_renders_otherwise_turns_it_off(local: LocalTokenizer) -> None:
+    """The negative control: a probe that differs (here: those of two turns or more) and nothing is local."""
+    assert not asyncio.run(local.verify(FakeServer(local, wrong=True).tokenize))
+    assert not local.trusted and local.verdict.startswith("off: probe 1 differs")
+    multi_turn = [p for p in PROBES if len(p.get("messages", [])) > 2]
+    assert multi_turn and any(len(p) == 1 and "prompt" in p for p in PROBES)  # the corpus has both
