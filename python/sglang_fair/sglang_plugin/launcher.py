@@ -18,6 +18,7 @@ from sglang_fair.core.errors import ConfigError
 from sglang_fair.links.feedback_hub import FeedbackHub
 from sglang_fair.sglang_plugin import PLUGIN_NAME
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FAIR_POLICIES, FairConfig
+from sglang_fair.sglang_plugin.cpu_binding import bind_cpu_ranks
 from sglang_fair.sglang_plugin.defaults import fair_unsupported, with_defaults
 from sglang_fair.sglang_plugin.http_hooks import check_edge
 from sglang_fair.sglang_plugin.router_launch import (
@@ -110,6 +111,8 @@ def run(config: FairConfig, sglang_args: Sequence[str], router: RouterSettings |
         logger.warning(notice)
     check_combination(config, server_args)
     check_edge(server_args, config, plan.policy is not None)
+    if (binding := bind_cpu_ranks(server_args)) is not None:
+        logger.warning(binding)
     hub = FeedbackHub(config.feedback, private_dir("sgl-hub-")).start() if config.feedback.enabled else None
     process = None
     if plan.policy is not None:
