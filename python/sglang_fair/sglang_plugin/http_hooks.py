@@ -10,7 +10,7 @@ from typing import Any
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.edge.admins import AdminOnlyMiddleware
-from sglang_fair.edge.identity import ClientIdentityMiddleware, client_in, resolve_hosts
+from sglang_fair.edge.identity import PROBE_CLIENT, ClientIdentityMiddleware, client_in, resolve_hosts
 from sglang_fair.edge.inflight import ClientInflightMiddleware
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.edge.model_names import ModelNameMiddleware, ModelNames
@@ -135,7 +135,7 @@ def install_http(*args: Any, **kwargs: Any) -> None:
         logger.info("sglang-fair: client identity (%s) installed",
                     "API keys" if edge.key_table.enabled else f"header {edge.client_header}")
     if pins_guarded(config, router):
-        app.add_middleware(PinnedRankMiddleware, token=edge.gateway_token)  # runs before identity
+        app.add_middleware(PinnedRankMiddleware, token=edge.gateway_token, router=router)  # before identity
     app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=edge.max_body_bytes)  # outermost: first
     return None
 
@@ -159,7 +159,8 @@ def generate_request(
     """AROUND ``TokenizerManager.generate_request``: the edge's client becomes ``obj.routing_key``.
 
     Whatever the body or the ``x-smg-routing-key`` header said is overwritten, so a client cannot
-    pick its own identity when keys are configured. When the global router routes or a gateway token
+    pick its own identity when keys are configured; the one-token request of SGLang's ``/health`` is
+    :data:`PROBE_CLIENT` (``publish.read_all`` shows it apart from the clients). When the global router routes or a gateway token
     is configured, a ``routed_dp_rank`` from a caller without the gateway's token (which would pick a
     worker past the router) is refused with 400 (``PinnedRankMiddleware`` answers the ordinary
     spellings with 403 before this), and so is ``n`` above :data:`MAX_SAMPLES` (SGLang expands the
@@ -171,7 +172,9 @@ def generate_request(
         raise ValueError(shape)
     scope = getattr(request, "scope", None)
     client = client_in(scope) if scope is not None else None
-    if client:
+    if is_probe(obj):
+        obj.routing_key = PROBE_CLIENT
+    elif client:
         obj.routing_key = client
         samples = sample_count(obj)
         if samples > MAX_SAMPLES:
@@ -186,6 +189,14 @@ def generate_request(
         carry(obj, None)  # (and none a client could have forged in its sampling parameters)
         return gen
     return with_request_slo(gen, obj, request)
+
+
+def is_probe(obj: Any) -> bool:
+    """Is ``obj`` the request SGLang's ``/health`` and ``/health_generate`` send (rid ``HEALTH_CHECK_...``)?"""
+    from sglang.srt.constants import HEALTH_CHECK_RID_PREFIX
+
+    rid = getattr(obj, "rid", None)
+    return isinstance(rid, str) and rid.startswith(HEALTH_CHECK_RID_PREFIX)
 
 
 def sampling_params_error(obj: Any) -> str | None:

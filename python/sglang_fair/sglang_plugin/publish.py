@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.edge.identity import INTERNAL_CLIENTS
 from sglang_fair.sglang_plugin.config import ENV_STATE_DIR
 
 
@@ -52,14 +53,17 @@ class Publisher:
         os.replace(tmp, self.path)
         self._last_time, self._last_version = now, version
         if self.gauges is not None:
-            self.gauges.update(clients)
+            self.gauges.update({c: f for c, f in clients.items() if c not in INTERNAL_CLIENTS})
 
 
 def read_all(directory: Path | None) -> dict[str, Any]:
-    """Merge the schedulers' snapshots: ``{"policy", "schedulers", "clients": {c: figures}}``.
+    """Merge the schedulers' snapshots: ``{"policy", "schedulers", "clients": {c: figures},
+    "internal": {c: figures}}``.
 
     Token counts, service and queue figures are summed over DP ranks; ``counter`` is the sum of the
     per-rank counters (each rank runs its own policy), listed per rank in ``counters`` when several.
+    The server's own requests (SGLang's warm-up, the ``/health`` probes: ``edge.identity``'s
+    :data:`INTERNAL_CLIENTS`) are scheduled like a client's but are listed apart, under ``internal``.
     """
     merged: dict[str, dict[str, Any]] = {}
     policy = None
@@ -79,7 +83,8 @@ def read_all(directory: Path | None) -> dict[str, Any]:
         figures["counter"] = sum(counters) if counters else None
         if len(counters) > 1:
             figures["counters"] = counters
-    return {"policy": policy, "schedulers": count, "clients": merged}
+    internal = {c: merged.pop(c) for c in sorted(INTERNAL_CLIENTS) if c in merged}
+    return {"policy": policy, "schedulers": count, "clients": merged, "internal": internal}
 
 
 def _add(into: dict[str, Any], figures: dict[str, Any]) -> None:
