@@ -1,21 +1,22 @@
 """What the gateway accepts from a client, before anything is routed: the body, the client, the model.
 
-The same rules as ``serve``'s edge (``sglang_fair.edge``): a body that is not a JSON object is 400; the
-client is the key's, else the header's, else ``user`` (``edge/identity.py``; 401 for a missing or
-unknown key when keys are configured); a ``model`` the servers do not serve is 404
+The same rules as ``serve``'s edge (``sglang_fair.edge``): a body that is not a JSON object is 400
+(``edge/bodies.py``); the client is the key's, else the header's, else ``user`` (``edge/identity.py``;
+401 for a missing or unknown key when keys are configured); a ``model`` the servers do not serve is 404
 (``edge/model_names.py``, unless ``--accept-any-model``). Every refusal is the edge's OpenAI-style error
 body (:func:`error`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from sglang_fair.edge.asgi import parse_json
+from sglang_fair.edge.bodies import NOT_OBJECT, body_problem
 from sglang_fair.edge.config import EdgeConfig
 from sglang_fair.edge.errors import error_body
 from sglang_fair.edge.identity import Unauthorized, resolve_client
@@ -43,12 +44,10 @@ class Intake:
 
     async def accept(self, request: Request, path: str) -> Accepted | JSONResponse:
         """The request's client and body, or the answer refusing it."""
-        try:
-            body = json.loads(await request.body())
-        except (ValueError, UnicodeDecodeError):
-            return error(400, "BadRequest", "the request body is not JSON")
+        raw = await request.body()
+        body = parse_json(raw)
         if not isinstance(body, dict):
-            return error(400, "BadRequest", "the request body must be a JSON object")
+            return error(400, "BadRequest", body_problem(raw, body) or NOT_OBJECT)
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
             client = resolve_client(headers, body.get("user"), self.edge.key_table, self.edge.client_header)

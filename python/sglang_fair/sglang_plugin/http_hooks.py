@@ -10,6 +10,7 @@ from typing import Any
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.edge.admins import AdminOnlyMiddleware
+from sglang_fair.edge.bodies import JsonBodyMiddleware
 from sglang_fair.edge.identity import PROBE_CLIENT, ClientIdentityMiddleware, client_in, resolve_hosts
 from sglang_fair.edge.inflight import ClientInflightMiddleware
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
@@ -101,7 +102,8 @@ def make_advert_endpoint(config: FeedbackConfig) -> Any:
 
 def install_http(*args: Any, **kwargs: Any) -> None:
     """BEFORE ``http_server.launch_server``: add ``/fairness`` and the edge's middlewares
-    (``sglang_fair.edge``): the body-size limit and ``Retry-After`` on 429 (always), 404 for an
+    (``sglang_fair.edge``): the body-size limit, ``Retry-After`` on 429 and 400 for a JSON endpoint's
+    body that is not a JSON object (always), 404 for an
     unknown ``model`` (unless ``--accept-any-model``) and, when a fair policy, client keys or the
     global router are configured, the client's identity, with the admins' ``/metrics`` (with keys) and
     the per-client in-flight bound (``--client-max-inflight``) inside it (so installing the package
@@ -136,6 +138,7 @@ def install_http(*args: Any, **kwargs: Any) -> None:
                     "API keys" if edge.key_table.enabled else f"header {edge.client_header}")
     if pins_guarded(config, router):
         app.add_middleware(PinnedRankMiddleware, token=edge.gateway_token, router=router)  # before identity
+    app.add_middleware(JsonBodyMiddleware)  # a body that is not a JSON object: 400, before anything reads it
     app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=edge.max_body_bytes)  # outermost: first
     return None
 
