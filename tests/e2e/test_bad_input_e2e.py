@@ -94,9 +94,9 @@ def test_an_unknown_model_gets_404_and_the_listed_one_is_served(url: str) -> Non
     status, data = post(url, "/v1/chat/completions", chat, A)
     listed = get_json(url + "/v1/models", headers=A)["data"][0]["id"]  # the served name: the model path
     assert status == 404 and json.loads(data) == {
-        "object": "error", "message": f"The model `gpt-4o` does not exist. This server serves `{listed}`: send "
-        "that, `default` or no `model` (started with --accept-any-model, it serves whatever name a request "
-        "gives).", "type": "NotFoundError", "param": "model", "code": 404}, data[:300]
+        "object": "error", "message": f"The model `gpt-4o` does not exist. This server serves `{listed}`: "
+        "send that, `default` or no `model` (started with --accept-any-model, it serves whatever name a "
+        "request gives).", "type": "NotFoundError", "param": "model", "code": 404}, data[:300]
     assert post(url, "/v1/chat/completions", {**chat, "model": listed}, A)[0] == 200
 
 

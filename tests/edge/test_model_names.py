@@ -28,9 +28,9 @@ from sglang_fair.sglang_plugin.router_link import ENV_ROUTER
 
 NAMES = ModelNames.of("tiny", "/models/tiny")
 CHAT = "/v1/chat/completions"
-NOT_FOUND = {"object": "error", "message": "The model `gpt-4o` does not exist. This server serves `tiny`: send "
-             "that, `default` or no `model` (started with --accept-any-model, it serves whatever name a request "
-             "gives).", "type": "NotFoundError", "param": "model", "code": 404}
+NOT_FOUND = {"object": "error", "message": "The model `gpt-4o` does not exist. This server serves `tiny`: "
+             "send that, `default` or no `model` (started with --accept-any-model, it serves whatever name a "
+             "request gives).", "type": "NotFoundError", "param": "model", "code": 404}
 Sent = list[MutableMapping[str, Any]]
 
 

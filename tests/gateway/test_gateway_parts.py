@@ -120,5 +120,6 @@ def test_the_ready_line_counts_in_words_a_person_would_write() -> None:
     one = ready_line(config, WorkerTable([ServerInfo("http://127.0.0.1:30000", "tiny", 1)]))
     assert "1 server of 'tiny', 1 worker," in one and "1 servers" not in one
     assert one.startswith("sglang-fair gateway: ready on http://") and ":8080" in one
-    two = ready_line(config, WorkerTable([ServerInfo("http://a:1", "tiny", 2), ServerInfo("http://b:1", "tiny", 1)]))
+    servers = [ServerInfo("http://a:1", "tiny", 2), ServerInfo("http://b:1", "tiny", 1)]
+    two = ready_line(config, WorkerTable(servers))
     assert "2 servers of 'tiny', 3 workers," in two

@@ -62,5 +62,5 @@ def test_nothing_is_set_where_sglang_binds_by_itself(args: SimpleNamespace, numa
 def test_the_users_binding_is_kept_when_it_fits_and_refused_with_the_value_to_use_when_not() -> None:
     env = {ENV_BIND: "1|0"}
     assert bind_cpu_ranks(cpu(dp_size=2), env, cores=[0, 1], numa_nodes=1) is None and env[ENV_BIND] == "1|0"
-    with pytest.raises(ConfigError, match=r"1 core set\(s\) for 2 CPU ranks.*SGLANG_CPU_OMP_THREADS_BIND='0\|1'"):
+    with pytest.raises(ConfigError, match=r"1 core set\(s\) for 2 CPU ranks.*BIND='0\|1'"):
         bind_cpu_ranks(cpu(dp_size=2), {ENV_BIND: "0-1"}, cores=[0, 1], numa_nodes=1)

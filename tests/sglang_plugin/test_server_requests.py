@@ -64,5 +64,6 @@ def test_the_health_probe_is_the_probe_client_not_default() -> None:
     http_hooks.generate_request(original, None, probe, health)
     assert probe.routing_key == PROBE_CLIENT in INTERNAL_CLIENTS
     mine = GenerateReqInput(rid="mine", text="a")
-    http_hooks.generate_request(original, None, mine, SimpleNamespace(scope={"state": {"sglang_fair_client": "al"}}))
+    named = SimpleNamespace(scope={"state": {"sglang_fair_client": "al"}})
+    http_hooks.generate_request(original, None, mine, named)
     assert mine.routing_key == "al"

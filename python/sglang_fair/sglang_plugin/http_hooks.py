@@ -138,7 +138,7 @@ def install_http(*args: Any, **kwargs: Any) -> None:
                     "API keys" if edge.key_table.enabled else f"header {edge.client_header}")
     if pins_guarded(config, router):
         app.add_middleware(PinnedRankMiddleware, token=edge.gateway_token, router=router)  # before identity
-    app.add_middleware(JsonBodyMiddleware)  # a body that is not a JSON object: 400, before anything reads it
+    app.add_middleware(JsonBodyMiddleware)  # a body that is not a JSON object: 400, before any reader
     app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=edge.max_body_bytes)  # outermost: first
     return None
 
@@ -163,10 +163,10 @@ def generate_request(
 
     Whatever the body or the ``x-smg-routing-key`` header said is overwritten, so a client cannot
     pick its own identity when keys are configured; the one-token request of SGLang's ``/health`` is
-    :data:`PROBE_CLIENT` (``publish.read_all`` shows it apart from the clients). When the global router routes or a gateway token
-    is configured, a ``routed_dp_rank`` from a caller without the gateway's token (which would pick a
-    worker past the router) is refused with 400 (``PinnedRankMiddleware`` answers the ordinary
-    spellings with 403 before this), and so is ``n`` above :data:`MAX_SAMPLES` (SGLang expands the
+    :data:`PROBE_CLIENT` (``publish.read_all`` shows it apart from the clients). When the global
+    router routes or a gateway token is configured, a ``routed_dp_rank`` from a caller without the
+    gateway's token (which would pick a worker past the router) is refused with 400
+    (``PinnedRankMiddleware`` answers the ordinary spellings with 403 before this), and so is ``n`` above :data:`MAX_SAMPLES` (SGLang expands the
     batch ``n`` times first: ``n`` = 10^12 was a MemoryError and a 500, a smaller huge ``n`` exhausts
     the server's memory). A body's per-request ``slo`` is checked and carried to the scheduler
     (``request_slo.py``).
@@ -195,7 +195,7 @@ def generate_request(
 
 
 def is_probe(obj: Any) -> bool:
-    """Is ``obj`` the request SGLang's ``/health`` and ``/health_generate`` send (rid ``HEALTH_CHECK_...``)?"""
+    """Is ``obj`` the request of SGLang's ``/health`` and ``/health_generate`` (rid ``HEALTH_CHECK_...``)?"""
     from sglang.srt.constants import HEALTH_CHECK_RID_PREFIX
 
     rid = getattr(obj, "rid", None)
