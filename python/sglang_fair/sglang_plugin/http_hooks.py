@@ -166,10 +166,10 @@ def generate_request(
     :data:`PROBE_CLIENT` (``publish.read_all`` shows it apart from the clients). When the global
     router routes or a gateway token is configured, a ``routed_dp_rank`` from a caller without the
     gateway's token (which would pick a worker past the router) is refused with 400
-    (``PinnedRankMiddleware`` answers the ordinary spellings with 403 before this), and so is ``n`` above :data:`MAX_SAMPLES` (SGLang expands the
-    batch ``n`` times first: ``n`` = 10^12 was a MemoryError and a 500, a smaller huge ``n`` exhausts
-    the server's memory). A body's per-request ``slo`` is checked and carried to the scheduler
-    (``request_slo.py``).
+    (``PinnedRankMiddleware`` answers the ordinary spellings with 403 before this), and so is ``n``
+    above :data:`MAX_SAMPLES` (SGLang expands the batch ``n`` times first: ``n`` = 10^12 was a
+    MemoryError and a 500, a smaller huge ``n`` exhausts the server's memory). A body's per-request
+    ``slo`` is checked and carried to the scheduler (``request_slo.py``).
     """
     if (shape := sampling_params_error(obj)) is not None:
         raise ValueError(shape)
