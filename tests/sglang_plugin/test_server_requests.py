@@ -28,8 +28,8 @@ def test_probes_and_the_warmup_are_listed_apart_from_the_clients(tmp_path: Path)
     write(tmp_path, 1, {PROBE_CLIENT: {"requests": 2.0}})
     merged = read_all(tmp_path)
     assert set(merged["clients"]) == {"alice"}
-    assert merged["internal"] == {PROBE_CLIENT: {"requests": 6.0, "counter": None},
-                                  WARMUP_CLIENT: {"requests": 1.0, "counter": None}}
+    assert merged["internal"] == {PROBE_CLIENT: {"requests": 6.0, "counter": None, "counters": [None, None]},
+                                  WARMUP_CLIENT: {"requests": 1.0, "counter": None, "counters": [None, None]}}
     assert read_all(None) == {"policy": None, "schedulers": 0, "clients": {}, "internal": {}}
 
 

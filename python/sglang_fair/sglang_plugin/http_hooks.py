@@ -1,6 +1,6 @@
 """Hooks in the HTTP (tokenizer-manager) process: the edge's middlewares (``sglang_fair.edge``),
-``/fairness``, the feedback port's advert ``/sglang_fair/feedback`` (``links/feedback_hub.py``),
-warm-up window."""
+``/fairness``, the router's view ``/fairness/router``, the feedback port's advert
+``/sglang_fair/feedback`` (``links/feedback_hub.py``), warm-up window."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_f
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
 from sglang_fair.sglang_plugin.request_slo import carry, with_request_slo
 from sglang_fair.sglang_plugin.router_link import link_from_env
+from sglang_fair.sglang_plugin.router_view import ROUTER_PATH, make_router_endpoint
 
 logger = logging.getLogger("sglang_fair")
 MAX_SAMPLES = 128  # OpenAI's own bound on ``n``
@@ -101,12 +102,12 @@ def make_advert_endpoint(config: FeedbackConfig) -> Any:
 
 
 def install_http(*args: Any, **kwargs: Any) -> None:
-    """BEFORE ``http_server.launch_server``: add ``/fairness`` and the edge's middlewares
-    (``sglang_fair.edge``): the body-size limit, ``Retry-After`` on 429 and 400 for a JSON endpoint's
-    body that is not a JSON object (always), 404 for an
-    unknown ``model`` (unless ``--accept-any-model``) and, when a fair policy, client keys or the
-    global router are configured, the client's identity, with the admins' ``/metrics`` (with keys) and
-    the per-client in-flight bound (``--client-max-inflight``) inside it (so installing the package
+    """BEFORE ``http_server.launch_server``: add ``/fairness``, ``/fairness/router`` (``router_view.py``)
+    and the edge's middlewares (``sglang_fair.edge``): the body-size limit, ``Retry-After`` on 429 and
+    400 for a JSON endpoint's body that is not a JSON object (always), 404 for an unknown ``model``
+    (unless ``--accept-any-model``) and, when a fair policy, client keys or the global router are
+    configured, the client's identity, with the admins' ``/metrics`` and ``/fairness/router`` (with
+    keys) and the per-client in-flight bound (``--client-max-inflight``) inside it (so installing the package
     leaves SGLang's own policies, and their use of ``routing_key``, untouched)."""
     from sglang.srt.entrypoints import http_server
 
@@ -116,9 +117,11 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     server_args = args[0] if args else kwargs.get("server_args")
     policy = getattr(server_args, "schedule_policy", None)
     config = config_from_env()
-    router = link_from_env() is not None
+    link = link_from_env()
+    router = link is not None
     check_edge(server_args, config, router)
     app.add_route("/fairness", make_fairness_endpoint(config), methods=["GET"])
+    app.add_route(ROUTER_PATH, make_router_endpoint(link), methods=["GET"])
     if config.feedback.enabled:
         app.add_route(ADVERT_PATH, make_advert_endpoint(config.feedback), methods=["GET"])
     app.state.sglang_fair_installed = True

@@ -61,37 +61,44 @@ def read_all(directory: Path | None) -> dict[str, Any]:
     "internal": {c: figures}}``.
 
     Token counts, service and queue figures are summed over DP ranks; ``counter`` is the sum of the
-    per-rank counters (each rank runs its own policy), listed per rank in ``counters`` when several.
-    The server's own requests (SGLang's warm-up, the ``/health`` probes: ``edge.identity``'s
-    :data:`INTERNAL_CLIENTS`) are scheduled like a client's but are listed apart, under ``internal``.
+    per-rank counters (each rank runs its own policy). With several ranks, ``counters`` lists every
+    client's counter per rank, in rank order, null on a rank where the client has no state (it never
+    sent there, or was forgotten there). The server's own requests (SGLang's warm-up, the ``/health``
+    probes: ``edge.identity``'s :data:`INTERNAL_CLIENTS`) are scheduled like a client's but are listed
+    apart, under ``internal``.
     """
-    merged: dict[str, dict[str, Any]] = {}
-    policy = None
-    count = 0
-    files = sorted(directory.glob("scheduler-*.json")) if directory else []
-    for path in files:
+    snapshots: list[dict[str, Any]] = []
+    for path in sorted(directory.glob("scheduler-*.json"), key=_rank) if directory else []:
         try:
-            data = json.loads(path.read_text())
+            snapshots.append(json.loads(path.read_text()))
         except (OSError, ValueError):
             continue
-        count += 1
-        policy = data.get("policy", policy)
+    merged: dict[str, dict[str, Any]] = {}
+    for rank, data in enumerate(snapshots):
         for client, figures in data.get("clients", {}).items():
-            _add(merged.setdefault(client, {}), figures)
+            _add(merged.setdefault(client, {"counters": [None] * len(snapshots)}), figures, rank)
     for figures in merged.values():  # one scheduler: its counter; several (DP): the sum, and the list
-        counters = figures.pop("counters", [])
-        figures["counter"] = sum(counters) if counters else None
+        counters = figures.pop("counters")
+        known = [c for c in counters if c is not None]
+        figures["counter"] = sum(known) if known else None
         if len(counters) > 1:
             figures["counters"] = counters
     internal = {c: merged.pop(c) for c in sorted(INTERNAL_CLIENTS) if c in merged}
-    return {"policy": policy, "schedulers": count, "clients": merged, "internal": internal}
+    policy = next((d["policy"] for d in reversed(snapshots) if d.get("policy") is not None), None)
+    return {"policy": policy, "schedulers": len(snapshots), "clients": merged, "internal": internal}
 
 
-def _add(into: dict[str, Any], figures: dict[str, Any]) -> None:
+def _rank(path: Path) -> int:
+    """The DP rank of ``scheduler-<rank>.json`` (numeric order: rank 10 after rank 9)."""
+    suffix = path.stem.rsplit("-", 1)[-1]
+    return int(suffix) if suffix.isdigit() else -1
+
+
+def _add(into: dict[str, Any], figures: dict[str, Any], rank: int) -> None:
     for name, value in figures.items():
-        if name in ("weight",) or value is None:
+        if name == "counter":
+            into["counters"][rank] = value
+        elif name in ("weight",) or value is None:
             into.setdefault(name, value)
-        elif name == "counter":
-            into.setdefault("counters", []).append(value)
         else:
             into[name] = into.get(name, 0) + value
