@@ -19,6 +19,7 @@ from sglang_fair.edge.trust import PinnedRankMiddleware, is_trusted
 from sglang_fair.links.feedback_hub import ADVERT_PATH, FeedbackConfig, advert
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_from_env
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
+from sglang_fair.sglang_plugin.ready import ready_line
 from sglang_fair.sglang_plugin.request_slo import carry, with_request_slo
 from sglang_fair.sglang_plugin.router_link import link_from_env
 from sglang_fair.sglang_plugin.router_view import ROUTER_PATH, make_router_endpoint
@@ -34,12 +35,25 @@ def warmup_open() -> bool:
 
 
 def wait_and_warmup(original: Any, *args: Any, **kwargs: Any) -> Any:
-    """AROUND ``http_server._wait_and_warmup``: opens the loopback warm-up window, then closes it."""
+    """AROUND ``http_server._wait_and_warmup``: opens the loopback warm-up window, then closes it, and
+    prints the ready line (``ready.py``) once the warm-up succeeded."""
     _warmup["open"] = True
     try:
-        return original(*args, **kwargs)
+        result = original(*args, **kwargs)
     finally:
         _warmup["open"] = False
+    if server_up():
+        server_args = args[0] if args else kwargs.get("server_args")
+        print(ready_line(server_args, link_from_env(), config_from_env().edge.key_table.enabled), flush=True)
+    return result
+
+
+def server_up() -> bool:
+    """Did SGLang's warm-up succeed (its tokenizer manager's status is ``Up``)?"""
+    from sglang.srt.entrypoints import http_server
+
+    manager = getattr(http_server.get_global_state(), "tokenizer_manager", None)
+    return getattr(getattr(manager, "server_status", None), "name", "") == "Up"
 
 
 def identity_needed(policy: str | None, config: FairConfig, router: bool) -> bool:

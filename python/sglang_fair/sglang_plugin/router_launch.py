@@ -184,7 +184,7 @@ def start_router(policy: str, num_workers: int, settings: RouterSettings,
     so the router's D²LPM is weighted as DLPM is."""
     directory = private_dir("sgl-fair-")  # short: ipc:// paths have a length limit
     link = RouterLink(directory, num_workers, settings.service.heartbeat_interval,
-                      prefill_budget=policy == "pab")
+                      prefill_budget=policy == "pab", policy=policy)
     os.environ[ENV_ROUTER] = link.to_env()
     settings = with_client_ttl(settings, config, num_workers)
     cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(link, policy, settings, config.cost())]
