@@ -23,8 +23,8 @@ def test_the_cpu_only_warnings_are_silenced_in_child_processes() -> None:
     env = {"PYTHONWARNINGS": "default::DeprecationWarning"}
     with warnings.catch_warnings():
         silence_harmless_warnings(env)
-    child = ("import warnings\nfor m in (%r, %r, 'a real problem'):\n    warnings.warn(m, UserWarning)"
-             % (AWQ, TRITON))
+    child = (f"import warnings\nfor m in ({AWQ!r}, {TRITON!r}, 'a real problem'):\n"
+             "    warnings.warn(m, UserWarning)")
     loud = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env={}, check=True)
     assert AWQ in loud.stderr and TRITON in loud.stderr  # the noise, as SGLang's children print it
     quiet = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, check=True)
