@@ -38,7 +38,7 @@ from bad_input_cases import (
 from fair_e2e_support import post
 
 from sglang_fair.harness.gateway import running_gateway
-from sglang_fair.harness.server import get_json, running_server
+from sglang_fair.harness.server import free_port, get_json, running_server
 
 pytestmark = pytest.mark.e2e
 
@@ -58,15 +58,24 @@ def trust(tmp: Path) -> tuple[str, ...]:
 
 @pytest.fixture(scope="module")
 def url(tiny_model: Path, tmp: Path, trust: tuple[str, ...]) -> Iterator[str]:
-    with running_server(tiny_model, (*SERVER_ARGS, *trust), tmp / "server.log") as base:
+    feedback = ("--feedback-port", str(free_port()))  # on loopback: no CurveZMQ keys (serving.md's recipe)
+    with running_server(tiny_model, (*SERVER_ARGS, *trust, *feedback), tmp / "server.log") as base:
         yield base
 
 
 @pytest.fixture(scope="module")
 def urls(url: str, trust: tuple[str, ...], tmp: Path) -> Iterator[dict[str, str]]:
-    """The server and a gateway in front of it (the same key file), for the cases through the gateway."""
+    """The server and a gateway in front of it (the same key file), for the cases through the gateway:
+    docs/serving.md's gateway for one machine, without encryption keys."""
     with running_gateway([url], trust, tmp / "gateway.log") as gateway:
-        yield {"server": url, "gateway": gateway}
+        yield {"server": url, "gateway": gateway, "log": str(tmp / "gateway.log")}
+
+
+def test_the_gateway_for_one_machine_hears_the_server_without_keys(urls: dict[str, str]) -> None:
+    state = get_json(urls["gateway"] + "/gateway/state")
+    assert state["feedback"]["heartbeats"] > 0, state["feedback"]
+    ready = [line for line in Path(urls["log"]).read_text().splitlines() if "gateway: ready on" in line]
+    assert len(ready) == 1 and "1 server of" in ready[0] and "1 worker," in ready[0], ready
 
 
 
