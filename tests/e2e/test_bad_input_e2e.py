@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,8 +73,11 @@ def urls(url: str, trust: tuple[str, ...], tmp: Path) -> Iterator[dict[str, str]
 
 
 def test_the_gateway_for_one_machine_hears_the_server_without_keys(urls: dict[str, str]) -> None:
-    state = get_json(urls["gateway"] + "/gateway/state")
-    assert state["feedback"]["heartbeats"] > 0, state["feedback"]
+    """It started only once it heard every worker (``wait_first_beats``); its listener goes on hearing."""
+    deadline = time.monotonic() + 10.0
+    while (heard := get_json(urls["gateway"] + "/gateway/state")["feedback"])["heartbeats"] == 0:
+        assert time.monotonic() < deadline, heard
+        time.sleep(0.2)
     ready = [line for line in Path(urls["log"]).read_text().splitlines() if "gateway: ready on" in line]
     assert len(ready) == 1 and "1 server of" in ready[0] and "1 worker," in ready[0], ready
 
