@@ -4,21 +4,24 @@
         [--json results/chaos.json] [--logs DIR]
 
 Starts the cluster of ``harness/cluster.py`` (two ``sglang-fair serve``, one worker each, default
-policy; two ``sglang-fair gateway`` replicas sharing what they route; every process on loopback), runs
-four keyed clients through the gateways in turn (a load balancer that tries the next gateway when one
-refuses the connection): ``flood`` (4 in flight, ``/generate`` over a shared 300-word prefix), ``chat``
+policy; two ``sglang-fair gateway`` replicas sharing what they route; HAProxy in front of them with
+``docker/haproxy/haproxy.cfg``, health-checking each; every process on loopback), runs four keyed
+clients through HAProxy: ``flood`` (4 in flight, ``/generate`` over a shared 300-word prefix), ``chat``
 (2 in flight, streamed chat over a 100-word prefix), ``light`` and ``batch`` (1 each, streamed and
 not, no shared prefix). Then each fault of ``harness/chaos.py`` in turn: a baseline, the fault, its
 end, a watch. Per fault it prints a row (requests in flight when it began, outcomes of every request
-that overlapped it, the slowest, the time until completions per second were back to 80% of the
-baseline). Then, with no fault, a check: the servers' ``/fairness`` charges per client against what
-the answers said (each request charged once), and nothing left in flight at either gateway.
+that overlapped it, the slowest, those it hurt (failed or slower than 5 s), the time until completions
+per second were back to 80% of the baseline; for a gateway's fault, the requests it was relaying and
+how soon HAProxy took it out). Then, with no fault, a check: the servers' ``/fairness`` charges per
+client against what the answers said (each request charged once), and nothing left in flight at either
+gateway.
 
-Exit code 0 when every goal holds: no request past its deadline (60 s), no 5xx but 503, recovery
-within 30 s of each fault's end, the charges equal, nothing left in flight, and at least one fault
-injected; 1 otherwise (the goals missed are printed). ``--minutes`` bounds the run: a fault that would
-not fit is skipped (listed, and named in the last line); a ``--minutes`` that leaves room for none of
-the faults asked for is refused at once (exit 2), before anything starts.
+Exit code 0 when every goal holds: no request past its deadline (60 s), no 5xx but 503 (and 502 from
+HAProxy for a request a gateway held when it was killed), recovery within 30 s of each fault's end, a
+faulty gateway out of HAProxy within 5 s, the charges equal, nothing left in flight, and at least one
+fault injected; 1 otherwise (the goals missed are printed). ``--minutes`` bounds the run: a fault that
+would not fit is skipped (listed, and named in the last line); a ``--minutes`` that leaves room for none
+of the faults asked for is refused at once (exit 2), before anything starts.
 Needs SGLang (scripts/install_sglang_cpu.sh) and the gateway extra; ``OMP_NUM_THREADS=1`` suits a
 small machine.
 """
@@ -52,16 +55,21 @@ from sglang_fair.harness.traffic import Traffic
 
 START_S = 60.0  # the cluster's start, budgeted (two servers and two gateways on this machine)
 
+
 def print_table(rows: list[dict[str, Any]]) -> None:
-    print(f"\n{'fault':15} {'in flight':>9} {'requests':>8} {'slowest s':>9} {'back after s':>12}  outcomes")
+    print(f"\n{'fault':15} {'in flight':>9} {'requests':>8} {'hurt':>5} {'slowest s':>9} "
+          f"{'back after s':>12}  outcomes")
     for r in rows:
         if "skipped" in r:
             print(f"{r['fault']:15} skipped: {r['skipped']}")
             continue
         outcomes = ", ".join(f"{k} {v}" for k, v in r["outcomes"].items())
         back = "never" if r["recovered_after_s"] is None else f"{r['recovered_after_s']:.1f}"
-        print(f"{r['fault']:15} {r['in_flight_at_start']:9} {r['requests']:8} {r['slowest_s']:9.1f} "
-              f"{back:>12}  {outcomes}")
+        print(f"{r['fault']:15} {r['in_flight_at_start']:9} {r['requests']:8} {r['hurt']:5} "
+              f"{r['slowest_s']:9.1f} {back:>12}  {outcomes}")
+        if "gateway_in_flight" in r:
+            print(f"{'':15} the gateway relayed {r['gateway_in_flight']} then; HAProxy took it out after "
+                  f"{r['balancer_out_after_s']} s")
 
 
 def main() -> int:
@@ -98,7 +106,7 @@ def main() -> int:
         cluster = start_cluster(stack, args.model, tmp, CLIENTS, SERVER_ARGS)
         print(f"cluster up in {time.monotonic() - began:.0f} s: "
               + ", ".join(f"{p.name} {p.url}" for p in cluster.procs()), flush=True)
-        traffic = Traffic([g.url for g in cluster.gateways], specs(cluster.keys), DEADLINE_S).start()
+        traffic = Traffic(cluster.balancer.url, specs(cluster.keys), DEADLINE_S).start()
         for name_ in faults:
             fault = FAULTS[name_]
             need = fault_seconds(name_, args.baseline, args.watch)

@@ -8,20 +8,27 @@
 # exit code 1 and its name:
 #   engine       a Docker engine and a compose command (the v2 plugin if present, else Debian's v1); every
 #                profile of docker/compose.yaml valid for it
-#   bases        python:3.11.7-slim-bookworm if present or pullable, else a local stand-in
-#   build        the CPU image, through compose (docker/compose.yaml + docker/compose.check.yaml)
+#   bases        python:3.11.7-slim-bookworm and debian:bookworm-slim if present or pullable, else local stand-ins
+#   build        the CPU image, through compose (docker/compose.yaml + docker/compose.check.yaml); HAProxy's and
+#                Prometheus's images from Debian's packages (docker/haproxy/, docker/prometheus/)
 #   keys         feedback keys made by the image's `sglang-fair keys`; a missing keys, token or feedback-keys
 #                source stops `up`; a keys file uid 10001 cannot read stops the server (exit 2)
 #   fleet-up     compose --profile fleet-cpu up (compose.yaml alone, the keys of docker/keys.example.txt, a
-#                generated gateway token): both servers healthy (started together), then both gateways healthy
+#                generated gateway token): both servers healthy (started together), then both gateways healthy,
+#                HAProxy in front of them; with --profile monitoring, Prometheus (the admin's key to scrape)
 #   probe        scripts/docker_probe.py at server A: chat 200 with a key, 401 with a wrong or no key,
 #                /fairness, /metrics
 #   fleet-probe  scripts/fleet_probe.py: a keyed chat through the gateway 200, a wrong key 401, a pinned
 #                routed_dp_rank straight to each server 403 (no token), /gateway/state: both servers'
 #                workers, requests routed to each, every worker's heartbeats over the CurveZMQ feedback ports
+#   monitoring   promtool accepts the configuration in the Prometheus container; scripts/monitoring_probe.py:
+#                every target (2 servers, 2 gateways, HAProxy) scraped and up; chats through HAProxy 200 and the
+#                client's series move (its service at the servers, its answers at the gateways); every query of
+#                the Grafana dashboard valid, each with data (the router's panels: valid; no router here)
 #   replicas     gateway-2 hears the first gateway both ways (CurveZMQ peer ports) and recorded its
-#                dispatches; the first killed (compose kill): chats through gateway-2 still 200; started
-#                again: healthy, and it records gateway-2's dispatches
+#                dispatches; the first killed (compose kill): HAProxy's health check takes it out, chats
+#                through gateway-2 and through HAProxy still 200; started again: healthy, HAProxy takes it
+#                back, and it records gateway-2's dispatches
 #   user         server A and the gateway run as uid 10001, the keys and token mounts are read-only, the
 #                image's HEALTHCHECK command passes
 #   health       server A stopped (SIGSTOP): the gateway takes it out, unhealthy; resumed: healthy, and the
@@ -68,6 +75,8 @@ OFFICIAL_PYTHON="python:3.11.7-slim-bookworm"
 LOCAL_DEBIAN="sglang-fair-local/debian:bookworm"
 LOCAL_PYTHON="sglang-fair-local/python:3.11-bookworm"
 LOCAL_SGLANG="sglang-fair-local/sglang:0.5.23-standin"
+OFFICIAL_DEBIAN="debian:bookworm-slim"
+OPS_IMAGES=(sglang-fair-haproxy:0.1.0 sglang-fair-prometheus:0.1.0)  # the compose file's names for them
 CPU_IMAGE="sglang-fair-cpu:0.1.0"  # the compose file's name for it
 GPU_IMAGE="sglang-fair:0.1.0-check"
 PROJECT="sglang-fair-check"
@@ -87,6 +96,11 @@ compose() {  # the cpu profile's build as this check runs it (docker/compose.che
 }
 plain() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile cpu "$@"; }  # as users run it
 fleet() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile fleet-cpu "$@"; }  # as users run it
+monitored() { fleet --profile monitoring "$@"; }  # the fleet with Prometheus beside it
+monitoring_probe() {  # scripts/monitoring_probe.py against the published Prometheus
+  python3 "$ROOT/scripts/monitoring_probe.py" --prometheus "http://$PROMETHEUS_PORT" "$@" | sed 's/^/docker_check: monitoring: /'
+  [[ "${PIPESTATUS[0]}" == 0 ]] || die "monitoring did not show what an operator expects (above)"
+}
 fleet_probe_at() {  # scripts/fleet_probe.py against one gateway (its published port, its container)
   local port="$1" container="$2"; shift 2
   python3 "$ROOT/scripts/fleet_probe.py" --gateway "http://$port" --key "$KEY" \
@@ -120,12 +134,12 @@ cleanup() {
   set +e
   [[ -n "$GPU_BUILD" ]] && { pkill -P "$GPU_BUILD"; kill "$GPU_BUILD"; wait "$GPU_BUILD"; } 2>/dev/null
   [[ -n "$CONTAINER" ]] && kill -CONT "$(docker inspect -f '{{.State.Pid}}' "$CONTAINER" 2>/dev/null)" 2>/dev/null
-  [[ "$COMPOSE_USED" == 1 ]] && fleet down -v --remove-orphans >/dev/null 2>&1 && compose down -v --remove-orphans >/dev/null 2>&1
+  [[ "$COMPOSE_USED" == 1 ]] && monitored down -v --remove-orphans >/dev/null 2>&1 && compose down -v --remove-orphans >/dev/null 2>&1
   [[ -n "$WHEEL_SERVER" ]] && kill "$WHEEL_SERVER" 2>/dev/null
   if docker info >/dev/null 2>&1; then
     docker volume rm "${GPU_VOLUMES[@]}" >/dev/null 2>&1
     if [[ "$KEEP" == 0 ]]; then
-      docker rmi "$CPU_IMAGE" "$GPU_IMAGE" "$LOCAL_SGLANG" "$LOCAL_PYTHON" "$LOCAL_DEBIAN" >/dev/null 2>&1
+      docker rmi "$CPU_IMAGE" "$GPU_IMAGE" "${OPS_IMAGES[@]}" "$LOCAL_SGLANG" "$LOCAL_PYTHON" "$LOCAL_DEBIAN" >/dev/null 2>&1
       docker image prune -f >/dev/null 2>&1
     fi
   fi
@@ -145,11 +159,11 @@ trap on_exit EXIT
 step engine
 ensure_engine
 ensure_compose
-for profile in gpu dp cpu fleet fleet-cpu; do  # the file users run, as this compose command reads it
+for profile in gpu dp cpu fleet fleet-cpu monitoring; do  # the file users run, as this compose command reads it
   "${COMPOSE[@]}" -f "$ROOT/docker/compose.yaml" --profile "$profile" config -q >"$WORK/config.log" 2>&1 \
     || die "docker/compose.yaml (profile $profile) is invalid for $COMPOSE_NAME: $(cat "$WORK/config.log")"
 done
-say "compose: $COMPOSE_NAME; docker/compose.yaml valid for it (profiles gpu, dp, cpu, fleet, fleet-cpu)"
+say "compose: $COMPOSE_NAME; docker/compose.yaml valid for it (profiles gpu, dp, cpu, fleet, fleet-cpu, monitoring)"
 free_gb="$(df -P --block-size=1G "$(docker info -f '{{.DockerRootDir}}')" | awk 'NR == 2 {print $4}')"
 (( free_gb >= MIN_FREE_GB )) || die "$free_gb GB free under $(docker info -f '{{.DockerRootDir}}'), the check needs $MIN_FREE_GB"
 
@@ -162,6 +176,12 @@ else
   have_image "$LOCAL_PYTHON" || build_local python "$LOCAL_PYTHON" "$WORK"
   PYTHON_IMAGE="$LOCAL_PYTHON"
 fi
+if official_image "$OFFICIAL_DEBIAN"; then
+  DEBIAN_IMAGE="$OFFICIAL_DEBIAN"; say "base: $OFFICIAL_DEBIAN (official) for HAProxy and Prometheus"
+else
+  make_debian_base
+  DEBIAN_IMAGE="$LOCAL_DEBIAN"
+fi
 wheels="$(find_torch_wheels)"
 if [[ -n "$wheels" ]]; then
   serve_wheels "$wheels"; TORCH_INDEX=""
@@ -173,8 +193,9 @@ else
 fi
 
 step build
-mapfile -t ports < <(free_ports 5)
+mapfile -t ports < <(free_ports 8)
 export PORT="127.0.0.1:${ports[0]}" GATEWAY_PORT="127.0.0.1:${ports[1]}" GATEWAY_PORT_2="127.0.0.1:${ports[4]}"
+export LB_PORT="127.0.0.1:${ports[5]}" LB_STATS_PORT="127.0.0.1:${ports[6]}" PROMETHEUS_PORT="127.0.0.1:${ports[7]}"
 export FLEET_PORT_A="127.0.0.1:${ports[2]}" FLEET_PORT_B="127.0.0.1:${ports[3]}"
 export SGLANG_FAIR_KEYS="$WORK/keys.txt" OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 export SGLANG_FAIR_GATEWAY_TOKEN="$WORK/gateway.token"
@@ -186,10 +207,17 @@ mapfile -t key_lines <"$SGLANG_FAIR_KEYS"
 read -r KEY CLIENT _ <<<"${key_lines[0]}"    # the admin: reads /fairness and /metrics
 read -r OTHER_KEY _ <<<"${key_lines[1]}"
 export FAIRNESS_ADMINS="$CLIENT"
+export SGLANG_FAIR_SCRAPE_KEY="$WORK/scrape.key"  # Prometheus scrapes /metrics with the admin's key
+echo "$KEY" >"$SGLANG_FAIR_SCRAPE_KEY" && chmod 0644 "$SGLANG_FAIR_SCRAPE_KEY"
 COMPOSE_USED=1
 low "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" -f "$ROOT/docker/compose.check.yaml" \
   --profile cpu build >"$WORK/build-cpu.log" 2>&1 || die "compose build failed: $(tail -15 "$WORK/build-cpu.log")"
 grep -E "modules imported|^ok$|tiny llama" "$WORK/build-cpu.log" | sed 's/^/docker_check: build: /' || true
+for ops in haproxy prometheus; do  # the images compose.yaml names, on the Debian base
+  low docker build --network host --build-arg DEBIAN_IMAGE="$DEBIAN_IMAGE" -t "sglang-fair-$ops:0.1.0" "$ROOT/docker/$ops" \
+    >"$WORK/build-$ops.log" 2>&1 || die "building docker/$ops/Dockerfile failed: $(tail -10 "$WORK/build-$ops.log")"
+done
+say "build: $(docker run --rm --network none --entrypoint haproxy sglang-fair-haproxy:0.1.0 -v | head -1); $(docker run --rm --network none --entrypoint prometheus sglang-fair-prometheus:0.1.0 --version 2>&1 | head -1)"
 # The gpu step's image is built meanwhile (the stand-in for SGLang's image, then docker/Dockerfile on it):
 # the steps until then mostly wait for servers to boot. Its output is shown, and its failure named, there.
 build_gpu_image() {
@@ -252,6 +280,12 @@ waited="$(wait_health "$GATEWAY" healthy 300)"
 say "gateway healthy $waited s later (published on $GATEWAY_PORT): $(docker logs "$GATEWAY" 2>&1 | grep -m1 'sglang-fair gateway:')"
 waited="$(wait_health "$GATEWAY_2" healthy 300)"
 say "gateway-2 healthy $waited s later (published on $GATEWAY_PORT_2)"
+LB="$(service_container sglang-fair-cpu-lb)"
+waited="$(wait_health "$LB" healthy 60)"
+monitored up -d --no-build prometheus >"$WORK/up-monitoring.log" 2>&1 || die "compose up prometheus failed: $(tail -5 "$WORK/up-monitoring.log")"
+PROMETHEUS="$(monitored ps -q prometheus)"
+waited="$(wait_health "$PROMETHEUS" healthy 120)"
+say "HAProxy healthy (published on $LB_PORT), Prometheus healthy (on $PROMETHEUS_PORT)"
 
 step probe  # server A, published on FLEET_PORT_A
 PORT="$FLEET_PORT_A" probe --client "$CLIENT" --key "$KEY" --other-key "$OTHER_KEY"
@@ -259,13 +293,24 @@ PORT="$FLEET_PORT_A" probe --client "$CLIENT" --key "$KEY" --other-key "$OTHER_K
 step fleet-probe
 fleet_probe check
 
+step monitoring  # docs/deploy.md, "Monitoring": Prometheus scrapes everything; the dashboard's queries answer
+docker exec "$PROMETHEUS" promtool check config /etc/prometheus/prometheus.yml >"$WORK/promtool.log" 2>&1 \
+  || die "promtool rejects the configuration: $(cat "$WORK/promtool.log")"
+say "monitoring: promtool: $(grep -c SUCCESS "$WORK/promtool.log") file(s) SUCCESS (the configuration and its rules)"
+monitoring_probe targets --expect sglang-fair=2,sglang-fair-gateway=2,haproxy=1
+monitoring_probe moves --lb "http://$LB_PORT" --key "$KEY" --client "$CLIENT"
+monitoring_probe dashboard --file "$ROOT/docker/grafana/dashboards/sglang-fair.json"
+
 step replicas  # docs/deploy.md, "Two gateways": they share what they route; one killed, the other serves
 fleet_probe_at "$GATEWAY_PORT_2" "$GATEWAY_2" peers --count 1
 fleet kill sglang-fair-cpu-gateway >"$WORK/kill-gw.log" 2>&1 || die "compose kill failed: $(tail -3 "$WORK/kill-gw.log")"
 fleet_probe_at "$GATEWAY_PORT_2" "$GATEWAY_2" chats --count 4
+monitoring_probe --wait 30 lb --stats "http://$LB_STATS_PORT" --server gateway-1 --state DOWN
+fleet_probe_at "$LB_PORT" "$LB" chats --count 4  # through HAProxy: only gateway-2 serves
 fleet start sglang-fair-cpu-gateway >"$WORK/start-gw.log" 2>&1 || die "compose start failed: $(tail -3 "$WORK/start-gw.log")"
 waited="$(wait_health "$GATEWAY" healthy 300)"
-say "the first gateway killed, gateway-2 served; restarted, healthy $waited s later"
+monitoring_probe --wait 30 lb --stats "http://$LB_STATS_PORT" --server gateway-1 --state UP
+say "the first gateway killed, gateway-2 served, directly and through HAProxy; restarted, healthy $waited s later"
 fleet_probe_at "$GATEWAY_PORT_2" "$GATEWAY_2" chats --count 4
 fleet_probe peers --count 4
 
@@ -344,7 +389,7 @@ say "server B healthy $waited s after the gpu step"
 fleet_probe back --server sglang-fair-cpu-b
 
 step fleet-down
-down_and_check fleet
+down_and_check monitored
 
 step try  # docs/deploy.md, "Try it on CPU": compose.yaml alone, no keys file, clients named by a header
 plain up -d --no-build >"$WORK/up-plain.log" 2>&1 || die "compose up failed: $(tail -5 "$WORK/up-plain.log")"

@@ -34,6 +34,7 @@ DIST = "sglang-fair"
 PACKAGES = ("sglang_fair", "sglang_fair_router")
 CONSOLE_SCRIPT = "sglang-fair"
 PLUGIN = ("sglang.srt.plugins", "sglang_fair")
+DISTRIBUTION_OF = {"grpc": "grpcio", "google": "protobuf"}  # import names that are not their package's
 
 
 @dataclass
@@ -77,7 +78,8 @@ def walk(report: Report, extras: dict[str, str], required: set[str]) -> list[Mod
                 loaded.append(importlib.import_module(name))
                 report.modules.append(name)
             except ModuleNotFoundError as err:
-                extra = extras.get(_norm((err.name or "").split(".")[0]))
+                top = (err.name or "").split(".")[0]
+                extra = extras.get(_norm(DISTRIBUTION_OF.get(top, top)))
                 if extra is not None and extra not in required:
                     report.needs_extra.setdefault(extra, []).append(name)
                 else:

@@ -49,9 +49,10 @@ from typing import Any
 
 from sglang_fair.core.global_tree import WIDTH
 from sglang_fair.routing import RoutingPolicy
+from sglang_fair.routing.base import WorkerLoad
 from sglang_fair.routing.clients import ClientBook, ClientOverLimit
 from sglang_fair_router.frontend_msgs import Submit
-from sglang_fair_router.worker_msgs import Evicted, Finished, Heartbeat, Holding
+from sglang_fair_router.worker_msgs import Evicted, Finished, Heartbeat, Holding, Load
 
 SETTLE_S = 1.0  # a dispatch has surely reached a live worker's inbox this long after it was sent
 
@@ -143,6 +144,8 @@ class RouterState:
             if msg.prefill_budget is not None:  # FairBatching's PAB (pab routes by it)
                 self.budget[msg.worker] = msg.prefill_budget
                 self.policy.on_prefill_budget(msg.worker, msg.prefill_budget)
+            if msg.load is not None:
+                self.policy.on_load(msg.worker, load_of(msg.load))
             seen = self.progress[msg.worker]
             if seen is None or seen[0] != msg.loops:
                 self.progress[msg.worker] = (msg.loops, now)
@@ -228,9 +231,19 @@ class RouterState:
                 {"worker": w, "alive": w in policy.alive, "queue": policy.queue[w],
                  "reported_inflight": self.reported[w], "send_backlog": self.send_backlog[w],
                  "prefill_budget": self.budget[w],
+                 "capacity": policy.capacity[w], "load": _load_view(policy.reports[w]),
                  "cached_tokens_estimate": tree.worker_tokens[w],
                  "hit_estimate": policy.hit_estimate(w)}
                 for w in policy.workers
             ],
             "deficits": policy.counter_view(),
         }
+
+
+def load_of(load: Load) -> WorkerLoad:
+    """A heartbeat's load report as the routing policy reads it."""
+    return WorkerLoad(load.running, load.waiting, load.service_rate, load.max_running)
+
+
+def _load_view(load: WorkerLoad | None) -> dict[str, Any] | None:
+    return None if load is None else load._asdict()

@@ -21,13 +21,24 @@ import msgspec
 from sglang_fair.core.global_tree import WIDTH
 from sglang_fair_router.codec import MessageError, decode
 
-VERSION = 5  # 2: Dispatch and Finished carry no client; Heartbeat.inflight. 3: Hello and Holding
-# 4: Heartbeat.prefill_budget. 5: Hello.router, echoed by Holding.router
-FEEDBACK_VERSIONS = (2, 3, 4, 5)
+VERSION = 6  # 2: Dispatch and Finished carry no client; Heartbeat.inflight. 3: Hello and Holding
+# 4: Heartbeat.prefill_budget. 5: Hello.router, echoed by Holding.router. 6: Heartbeat.load
+FEEDBACK_VERSIONS = (2, 3, 4, 5, 6)
 Count = Annotated[int, msgspec.Meta(ge=0)]
 # prefill tokens; negative: overcommitted; bounded so a bad report cannot swamp the router's arithmetic
 Budget = Annotated[int, msgspec.Meta(ge=-(1 << 40), le=1 << 40)]
 NonEmpty = Annotated[str, msgspec.Meta(min_length=1)]
+Rate = Annotated[float, msgspec.Meta(ge=0, le=1e12)]  # service units per second; bounded as Budget is
+
+
+class Load(msgspec.Struct, frozen=True):
+    """What a worker's scheduler runs and holds waiting, its measured service rate (its admission
+    policy's cost units per busy second; 0: not measured yet) and its cap on running requests."""
+
+    running: Count
+    waiting: Count
+    service_rate: Rate = 0.0
+    max_running: Count = 0
 
 
 class Dispatch(msgspec.Struct, tag="dispatch", frozen=True):
@@ -74,7 +85,8 @@ class Heartbeat(msgspec.Struct, tag="heartbeat", frozen=True):
     one; ``inflight`` counts the routed requests the worker has not finished (shown beside the
     router's own count in ``/state``); ``prefill_budget`` (version 4) the prefill tokens it can still
     take within its TTFT target (FairBatching's PAB, ``sglang_plugin/pab_report.py``; None: not
-    reported)."""
+    reported); ``load`` (version 6) what its scheduler runs and holds, from which the router learns
+    its capacity (``routing/base.py``: ``on_load``)."""
 
     worker: Count
     seq: Count
@@ -82,6 +94,7 @@ class Heartbeat(msgspec.Struct, tag="heartbeat", frozen=True):
     loops: Count = 0
     v: int = VERSION
     prefill_budget: Budget | None = None
+    load: Load | None = None
 
 
 class Holding(msgspec.Struct, tag="holding", frozen=True):
@@ -115,4 +128,6 @@ def decode_feedback(frame: bytes) -> Feedback:
         raise MessageError(f"evicted: tokens must be packed {WIDTH}-byte ids")
     if isinstance(msg, Heartbeat) and msg.v < 4 and msg.prefill_budget is not None:
         raise MessageError("heartbeat: prefill_budget needs version 4")
+    if isinstance(msg, Heartbeat) and msg.v < 6 and msg.load is not None:
+        raise MessageError("heartbeat: load needs version 6")
     return msg

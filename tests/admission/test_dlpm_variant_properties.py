@@ -4,7 +4,7 @@ the DLPM property tests."""
 
 from __future__ import annotations
 
-from fairness_support import COST, PROPERTY, Workload, check_bound
+from fairness_support import COST, PROPERTY, Run, Verdict, Workload, check_bound, counterexample_found
 from hypothesis import given
 from theorems import SINGLE, WEIGHTED, dlpm_theorem_4_1, weighted_dlpm_theorem_4_1
 
@@ -111,6 +111,30 @@ def test_dlpm_light_backlogged_service_difference_within_theorem_4_1() -> None:
 
 def test_weighted_dlpm_light_service_per_weight_within_theorem_4_1() -> None:
     check_bound(weighted_dlpm_theorem_4_1("dlpm_light"), WEIGHTED).require_mostly_exposed()
+
+
+def timed_theorem_4_1(policy: str) -> Run:
+    """Thm 4.1 with a quantum in time: ``dlpm_light`` at Q^u = w.quantum / 16 steps of the worker's
+    measured service (the lock-step clock counts steps) keeps backlogged clients within 2 (U + Q^u_max),
+    Q^u_max the largest quantum one of its refills gave; ``policy`` is judged by that bound."""
+    def run(w: Workload) -> Verdict:
+        seconds = w.quantum / 16  # 1/16 to 4 steps of service
+        cluster, rec = run_cluster(w.requests, policy="dlpm_light", capacity=w.capacity, quantum=0.0,
+                                   quantum_s=seconds)
+        q_max = max(getattr(worker.policy, "largest_quantum", 0.0) for worker in cluster.workers)
+        if policy != "dlpm_light":
+            _, rec = run_cluster(w.requests, policy=policy, capacity=w.capacity, quantum=0.0)
+        bound = 2 * (w.u(COST) + q_max)
+        return Verdict.of(rec, lambda f, g: bound)
+    return run
+
+
+def test_dlpm_light_with_a_quantum_in_time_within_theorem_4_1() -> None:
+    check_bound(timed_theorem_4_1("dlpm_light"), SINGLE).require_mostly_exposed()
+
+
+def test_timed_theorem_4_1_check_catches_lpm() -> None:
+    assert counterexample_found(timed_theorem_4_1("lpm"), SINGLE)
 
 
 @PROPERTY

@@ -64,7 +64,8 @@ def test_quantum_must_be_positive(quantum: float) -> None:
 
 def test_zero_quantum_is_the_policys_default() -> None:
     assert AdmissionConfig().policy == "dlpm_light"
-    assert make_admission_policy(AdmissionConfig()).quantum == 65536.0
+    light = make_admission_policy(AdmissionConfig())
+    assert light._quantum.timed and light._quantum.seconds == 0.25  # a quarter second of service
     assert make_admission_policy(AdmissionConfig("dlpm", 0)).quantum == 4096.0
     assert make_admission_policy(AdmissionConfig("dlpm", 512)).quantum == 512.0
 

@@ -38,6 +38,7 @@ TOKEN_TARGET = "/etc/sglang-fair/gateway.token"  # the operator makes ./gateway.
 FLEET_CPU_SERVERS = ("sglang-fair-cpu-a", "sglang-fair-cpu-b")
 FLEET_CPU_GATEWAYS = ("sglang-fair-cpu-gateway", "sglang-fair-cpu-gateway-2")
 GATEWAYS = ("gateway", "gateway-2")  # their key pairs, in the same order
+OPS = ("sglang-fair-lb", "sglang-fair-cpu-lb", "prometheus", "grafana")  # test_compose_ops.py checks them
 VAR = re.compile(r"\$\{(\w+)(?::?-([^}]*))?\}")
 
 
@@ -102,14 +103,21 @@ def host_argv(service: dict[str, Any], files: dict[str, Path]) -> list[str]:
     return argv
 
 
+def fair(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The services that run ``sglang-fair`` (servers and gateways; the load balancer and monitoring are
+    checked in test_compose_ops.py)."""
+    return {n: s for n, s in compose["services"].items() if n not in OPS}
+
+
 def servers(compose: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The services that run ``sglang-fair serve`` (the image's ENTRYPOINT), not the gateway."""
-    return {n: s for n, s in compose["services"].items() if entrypoint(s)[0] == "serve"}
+    return {n: s for n, s in fair(compose).items() if entrypoint(s)[0] == "serve"}
 
 
 def test_profiles_and_files(compose: dict[str, Any]) -> None:
-    services = compose["services"]
-    assert {p for s in services.values() for p in s["profiles"]} == {"gpu", "dp", "cpu", "fleet", "fleet-cpu"}
+    services = fair(compose)
+    assert {p for s in compose["services"].values() for p in s["profiles"]} == {
+        "gpu", "dp", "cpu", "fleet", "fleet-cpu", "monitoring"}
     for name, service in services.items():
         assert (DOCKER / service["build"]["context"]).resolve() == ROOT, name
         assert (ROOT / service["build"]["dockerfile"]).is_file(), name
@@ -133,7 +141,7 @@ def test_profiles_and_files(compose: dict[str, Any]) -> None:
 
 
 def test_ports_match_the_commands(compose: dict[str, Any]) -> None:
-    for name, service in compose["services"].items():
+    for name, service in fair(compose).items():
         argv = entrypoint(service) + service["command"]
         inside = {int(p.rsplit(":", 1)[1]) for p in service["ports"]}
         expected = {int(flag_value(argv, "--port") or 0)}
@@ -147,15 +155,12 @@ def test_ports_match_the_commands(compose: dict[str, Any]) -> None:
             if flag_value(argv, across) and "fleet" in service["profiles"]:
                 expected.add(int(flag_value(argv, across) or 0))
         assert inside == expected, name
-        if name in servers(compose):
-            assert service["labels"]["prometheus.io/port"] == flag_value(argv, "--port"), name
-        else:  # the gateway serves no /metrics
-            assert "prometheus.io/scrape" not in service.get("labels", {}), name
+        assert service["labels"]["prometheus.io/port"] == flag_value(argv, "--port"), name  # its /metrics
 
 
 def test_project_flags_parse_and_validate(compose: dict[str, Any], operator_files: dict[str, Path]) -> None:
     parser = build_parser()
-    for name, service in compose["services"].items():
+    for name, service in fair(compose).items():
         if name not in servers(compose):
             args = parser.parse_args(host_argv(service, operator_files))
             assert args.command == "gateway", name
@@ -272,7 +277,7 @@ def fleet_cpu_problems(compose: dict[str, Any]) -> list[str]:
 def test_fleet_cpu_is_two_cpu_servers_behind_two_gateways(compose: dict[str, Any]) -> None:
     assert fleet_cpu_problems(compose) == []
     assert {n for n, s in compose["services"].items() if "fleet-cpu" in s["profiles"]} == {
-        *FLEET_CPU_SERVERS, *FLEET_CPU_GATEWAYS}
+        *FLEET_CPU_SERVERS, *FLEET_CPU_GATEWAYS, "sglang-fair-cpu-lb"}
 
 
 @pytest.mark.parametrize("fault", ["url", "depends", "token", "command", "feedback", "peer", "same key"])

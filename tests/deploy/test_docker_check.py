@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
 import pytest
 from deploy_support import ROOT, load_script
+from stand_in import StandIn, stand_ins
 
 from sglang_fair.sglang_plugin.client_gauges import FIGURES
 
@@ -24,16 +23,13 @@ ADMINS = {"team-a"}
 probe = load_script("docker_probe")
 
 
-class FakeServer(BaseHTTPRequestHandler):
+class FakeServer(StandIn):
     """What the cpu profile answers, with a keys file and --fairness-admins (``keyed``) or without (clients
     name themselves in X-Client-Id); ``fault`` breaks one thing."""
 
     fault = ""
     keyed = True
     requests: ClassVar[dict[str, int]] = {}  # per server: start() gives each handler class its own
-
-    def log_message(self, *args: Any) -> None:
-        pass
 
     def client(self) -> str | None:
         if not self.keyed:
@@ -44,14 +40,6 @@ class FakeServer(BaseHTTPRequestHandler):
         if self.fault == "any key" and key:
             return KEYS.get(key, "stranger")
         return KEYS.get(key or "")
-
-    def answer(self, status: int, body: str, kind: str = "application/json") -> None:
-        data = body.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
@@ -88,19 +76,9 @@ class FakeServer(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def serve() -> Iterator[Any]:
-    servers: list[ThreadingHTTPServer] = []
-
-    def start(fault: str, keyed: bool = True) -> str:
-        handler = type("Handler", (FakeServer,), {"fault": fault, "keyed": keyed, "requests": {}})
-        server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return f"http://127.0.0.1:{server.server_address[1]}"
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    with stand_ins() as start:
+        yield lambda fault, keyed=True: start(type("Handler", (FakeServer,),
+                                                   {"fault": fault, "keyed": keyed, "requests": {}}))
 
 
 def run_probe(url: str, keyed: bool = True) -> tuple[int, list[str]]:

@@ -59,7 +59,7 @@ def test_image_installs_a_complete_package(dockerfile: Path, tmp_path: Path) -> 
     assert set(SERVE_MODULES) <= set(modules)
     needs = report["needs_extra"]
     assert isinstance(needs, dict)
-    assert set(needs) <= {"bench", "gateway"}, needs  # only the load generator and the gateway need extras
+    assert set(needs) <= {"bench", "gateway", "epp"}, needs  # the load generator, the gateway, its picker
     for argv in (["serve", "--help"], ["router", "--help"]):
         done = env.console_script(*argv)
         assert done.returncode == 0, done.stderr[-2000:]
@@ -71,11 +71,16 @@ def test_wheel_ships_every_source_module(tmp_path: Path) -> None:
 
     wheel = build_wheel_from((ROOT / "docker" / "Dockerfile").read_text(), tmp_path)
     with zipfile.ZipFile(wheel) as z:
-        shipped = {n for n in z.namelist() if n.endswith(".py")}
+        names = set(z.namelist())
+    shipped = {n for n in names if n.endswith(".py")}
     patterns = ignore_patterns()
     sources = {str(p.relative_to(top)) for top in ("python", "router")
                for p in context_files(top, patterns) if p.suffix == ".py"}
     assert shipped == sources
+    epp = ROOT / "python" / "sglang_fair" / "gateway" / "epp"  # the picker's descriptor set and its protos
+    data = {str(p.relative_to(ROOT / "python")) for p in [epp / "ext_proc.binpb", *epp.glob("protos/**/*")]
+            if p.is_file()}
+    assert data <= names, data - names
 
 
 def test_every_copy_source_exists() -> None:

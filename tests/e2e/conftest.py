@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,19 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     terminalreporter.write_line(
         f"e2e memory: {len(PEAKS)} servers sampled, the largest {module} {peak.describe()} "
         f"(budget {SERVER_BUDGET / GIB:.0f} GiB per server)")
+
+
+@pytest.fixture(scope="session")
+def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """The chaos run's cluster (two CPU servers, two gateway replicas, HAProxy in front), shared by the
+    tests that need it (test_chaos_e2e.py, test_fairness_page_e2e.py)."""
+    pytest.importorskip("psutil")
+    if shutil.which("haproxy") is None:
+        if "haproxy" in os.environ.get("SGLANG_FAIR_REQUIRE_TOOLS", ""):
+            pytest.fail("haproxy is not installed (scripts/install_test_tools.sh)")
+        pytest.skip("haproxy is not installed (scripts/install_test_tools.sh)")
+    from sglang_fair.harness.chaos import CLIENTS, SERVER_ARGS
+    from sglang_fair.harness.cluster import start_cluster
+
+    with ExitStack() as stack:
+        yield start_cluster(stack, tiny_model, tmp_path_factory.mktemp("cluster"), CLIENTS, SERVER_ARGS)

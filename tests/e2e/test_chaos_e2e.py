@@ -1,38 +1,21 @@
 """The short versions of scripts/soak_cluster.py and scripts/chaos.py on the real cluster: two CPU servers
-and two gateway replicas, keyed clients through both gateways (the long runs: docs/reliability.md)."""
+and two gateway replicas behind HAProxy, keyed clients through it (the long runs: docs/reliability.md)."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator
-from contextlib import ExitStack
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("psutil")
 
-from sglang_fair.harness.chaos import (
-    CLIENTS,
-    DEADLINE_S,
-    FAULTS,
-    SERVER_ARGS,
-    check_phase,
-    run_fault,
-    specs,
-)
-from sglang_fair.harness.cluster import Cluster, start_cluster
+from sglang_fair.harness.chaos import CLIENTS, DEADLINE_S, FAULTS, check_phase, run_fault, specs
+from sglang_fair.harness.cluster import Cluster
 from sglang_fair.harness.soak import at_rate, capacity, soak
 from sglang_fair.harness.traffic import Traffic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timers]
-
-
-@pytest.fixture(scope="module")
-def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with ExitStack() as stack:
-        yield start_cluster(stack, tiny_model, tmp_path_factory.mktemp("chaos"), CLIENTS, SERVER_ARGS)
 
 
 def test_a_short_soak_at_most_of_the_capacity_fails_nothing_and_samples_every_process(
@@ -54,7 +37,7 @@ def test_a_stopped_scheduler_fails_only_with_503_and_serving_recovers_then_each_
     with no fault, the servers charge each client exactly what its answers say and nothing is left in
     flight at either gateway."""
     fault = dataclasses.replace(FAULTS["scheduler-stop"], hold=10.0)
-    traffic = Traffic([g.url for g in cluster.gateways], specs(cluster.keys), DEADLINE_S).start()
+    traffic = Traffic(cluster.balancer.url, specs(cluster.keys), DEADLINE_S).start()
     try:
         row = run_fault(cluster, traffic.snapshot, fault, baseline=8.0, watch=15.0)
     finally:
@@ -71,3 +54,20 @@ def test_a_stopped_scheduler_fails_only_with_503_and_serving_recovers_then_each_
             == [c[f"answered_{k}"] for k in ("requests", "input_tokens", "output_tokens")], (client, c)
     assert not any(check["left"]["servers"].values()), check["left"]
     assert not any(v for g in check["left"]["gateways"].values() for v in g.values()), check["left"]
+
+
+def test_a_stopped_gateway_is_taken_out_by_haproxy_and_costs_only_the_requests_it_held(
+        cluster: Cluster) -> None:
+    """SIGSTOP of gateway-2 for 8 s under open-loop traffic (6 requests/s): HAProxy's health check takes
+    it out within 5 s, every request sent after that is answered in time by the other gateway, and
+    nothing fails (what the stopped gateway held finishes once it resumes)."""
+    fault = dataclasses.replace(FAULTS["gateway-stop"], hold=8.0)
+    traffic = Traffic(cluster.balancer.url, at_rate(specs(cluster.keys), 6.0), DEADLINE_S).start()
+    try:
+        row = run_fault(cluster, traffic.snapshot, fault, baseline=5.0, watch=8.0)
+    finally:
+        traffic.stop()
+    print("\n", json.dumps(row))
+    assert row["balancer_out_after_s"] is not None and row["balancer_out_after_s"] <= 5.0, row
+    assert row["sent_after_out"] > 0 and row["hurt_after_out"] == 0, row
+    assert set(row["outcomes"]) == {"ok"}, row

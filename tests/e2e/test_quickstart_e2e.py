@@ -63,7 +63,8 @@ def test_the_readme_cpu_quick_start_runs_as_written(tmp_path: Path) -> None:
     assert proc.returncode == 0, out[-3000:]
     ready = [line for line in out.splitlines() if line.startswith("sglang-fair: ready on ")]
     assert ready == [f"sglang-fair: ready on http://127.0.0.1:{port}: admission dlpm_light on 1 worker; "
-                     f"per-client figures at http://127.0.0.1:{port}/fairness (with an API key)"], out[-3000:]
+                     f"per-client figures at http://127.0.0.1:{port}/fairness (with an API key), "
+                     f"the page at http://127.0.0.1:{port}/fairness/ui"], out[-3000:]
     assert re.search(r"^key-alice -> '.*'$", out, re.M) and re.search(r"^key-bob -> '.*'$", out, re.M)
     books = json.loads(next(line for line in out.splitlines() if line.startswith('{"policy"')))
     assert set(books["clients"]) == {"alice", "bob"}, books

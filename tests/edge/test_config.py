@@ -20,7 +20,7 @@ def edge_flags(tmp_path: Path) -> list[str]:
     (tmp_path / "token").write_text("t" * 20 + "\n")
     return ["--client-keys", str(tmp_path / "keys"), "--client-header", "X-Tenant", "--client-ttl", "30",
             "--client-max-inflight", "4", "--max-body-bytes", "1000", "--gateway-token-file",
-            str(tmp_path / "token"), "--accept-any-model"]
+            str(tmp_path / "token"), "--accept-any-model", "--fairness-admins", "bob"]
 
 
 def test_serve_and_the_gateway_build_the_same_edge_from_the_same_flags(tmp_path: Path) -> None:
@@ -31,7 +31,7 @@ def test_serve_and_the_gateway_build_the_same_edge_from_the_same_flags(tmp_path:
     assert gateway.edge.key_table.clients == {"k-a": "alice", "k-b": "bob"}
     assert gateway.edge.gateway_token.enabled
     assert (gateway.edge.client_header, gateway.edge.client_max_inflight, gateway.edge.max_body_bytes,
-            gateway.edge.accept_any_model) == ("X-Tenant", 4, 1000, True)
+            gateway.edge.accept_any_model, gateway.edge.admins()) == ("X-Tenant", 4, 1000, True, {"bob"})
     assert gateway.edge.idle_ttl() == 0.0  # keys bound the clients: nothing expires
     every = {f.name for f in dataclasses.fields(EdgeConfig)} - {"key_table", "gateway_token"}
     assert {n for n in every if f"--{n.replace('_', '-')}" in flags} == every  # the flags cover the edge
@@ -54,6 +54,7 @@ def test_one_weight_merge_for_both(tmp_path: Path) -> None:
     ("client_ttl", -1.0, "--client-ttl must be >= 0"),
     ("client_max_inflight", -1, "--client-max-inflight must be >= 0"),
     ("max_body_bytes", -1, "--max-body-bytes must be >= 0"),
+    ("fairness_admins", "ops", "--fairness-admins needs --client-keys"),
 ])
 def test_bad_edge_values_are_refused_once_for_both(field: str, value: object, message: str) -> None:
     with pytest.raises(ConfigError, match=message):

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from plugin_support import sglang_args
 
+from sglang_fair.dashboard.status import StatusMiddleware
 from sglang_fair.edge.admins import AdminOnlyMiddleware
 from sglang_fair.edge.bodies import JsonBodyMiddleware
 from sglang_fair.edge.identity import ClientIdentityMiddleware
@@ -145,7 +146,7 @@ def test_serve_checks_after_the_key_and_reads_the_body_once(monkeypatch: pytest.
     fake = installed(monkeypatch, build_config({"client_keys": str(keys)}))
     order = [cls for cls, _ in fake.added]
     assert order == [ModelNameMiddleware, AdminOnlyMiddleware, ClientIdentityMiddleware, JsonBodyMiddleware,
-                     EdgeLimitsMiddleware]
+                     EdgeLimitsMiddleware, StatusMiddleware]
     unknown = json.dumps({"model": "gpt-4o", "prompt": "a"}).encode()
     sent, _, _ = run(fake.wrap, unknown)
     assert sent[0]["status"] == 401  # the key first, as OpenAI: a stranger learns nothing
@@ -160,7 +161,8 @@ def test_every_middleware_that_needs_the_body_shares_one_read(monkeypatch: pytes
     """The JSON check, the pin check, identity (the ``user`` field) and the model check all read the
     body: it is buffered once and parsed once, and the app still reads it whole."""
     fake = installed(monkeypatch, build_config({"client_max_inflight": 2}))
-    fake.added.insert(-2, (PinnedRankMiddleware, {"token": FairConfig().edge.gateway_token}))
+    edge = [cls for cls, _ in fake.added].index(JsonBodyMiddleware)  # runs just inside it, as installed
+    fake.added.insert(edge, (PinnedRankMiddleware, {"token": FairConfig().edge.gateway_token}))
     buffered, parsed = counting(monkeypatch, "buffer_body"), counting(monkeypatch, "parse_json")
     body = json.dumps({"model": "tiny", "user": "carol", "prompt": "a"}).encode()
     sent, read, asked = run(fake.wrap, body)

@@ -44,6 +44,8 @@ class FakeSGLang:
     break_off: bool = False  # close the connection of every relayed request without answering
     feedback: dict[str, Any] | None = None  # the answer of GET /sglang_fair/feedback (None: 404)
     hold_whole: threading.Event | None = None  # set by the test to let held whole answers go
+    page: dict[str, Any] | None = None  # the answer of GET /fairness/ui/data (None: 503)
+    page_headers: dict[str, str] = field(default_factory=dict)  # of the last such call (not in calls)
 
     def relayed(self) -> list[Call]:
         return [c for c in self.calls if c.path not in ("/server_info", "/tokenize", "/health")]
@@ -105,8 +107,15 @@ class FakeSGLang:
             raise web.HTTPNotFound()
         return web.json_response(self.feedback)
 
+    async def page_data(self, request: web.Request) -> web.Response:
+        self.page_headers = {k.lower(): v for k, v in request.headers.items()}
+        if self.page is None:
+            return web.json_response({"object": "error", "code": 503}, status=503)
+        return web.json_response(self.page)
+
     def app(self) -> web.Application:
         app = web.Application()
+        app.router.add_get("/fairness/ui/data", self.page_data)
         app.router.add_get("/server_info", self.server_info)
         app.router.add_get("/sglang_fair/feedback", self.advert)
         app.router.add_get("/health", self.health)

@@ -31,9 +31,11 @@ from sglang_fair.harness.server import free_port
 from sglang_fair.links.curve import gateway_keys, make_keys, serve_curve, server_keys
 from sglang_fair.links.feedback_hub import FeedbackConfig, FeedbackHub
 from sglang_fair.routing import RouterConfig, make_routing_policy
+from sglang_fair.routing.base import DEFAULT_CAPACITY
 from sglang_fair.sglang_plugin.worker_hooks import WorkerLink
 from sglang_fair_router import worker_msgs as wm
 from sglang_fair_router.codec import encode
+from sglang_fair_router.state import load_of
 
 pytestmark = pytest.mark.timers
 
@@ -169,6 +171,30 @@ def test_evictions_reach_the_gateways_tree(hub: FeedbackHub, keys: Path) -> None
     run(scenario)
     assert policy.tree.match_lengths(pack_tokens(prompt)) == {holder: 50}
     assert live.beats[holder].loops == worker.loops and live.beats[1 - holder].loops == -1
+
+
+def test_heartbeat_loads_reach_the_gateways_policy(hub: FeedbackHub, keys: Path) -> None:
+    """A worker's load report (what it runs and holds waiting, its cap) teaches the gateway's policy the
+    worker's capacity, as the DP router's heartbeats do."""
+    table = one_server(port_of(hub), dp_size=2)
+    policy = make_routing_policy(RouterConfig(policy="fair_cache_aware", num_workers=2))
+    live = Liveness([0, 1], 5.0, 60.0, time.monotonic())
+    listener = FeedbackListener(table, gateway_keys(keys), lambda w, t, s: None, live,
+                                on_load=lambda w, load: policy.on_load(w, load_of(load)))
+    worker = WorkerLink(None, rank=1, hub=hub.inbound, heartbeat_interval=0.05)
+    worker.load = wm.Load(running=6, waiting=0, service_rate=800.0, max_running=12)
+
+    async def scenario() -> None:
+        task = asyncio.create_task(listener.run())
+        for _ in range(250):  # 5 s at most
+            if policy.reports[1] is not None:
+                break
+            await asyncio.sleep(0.02)
+        task.cancel()
+
+    assert policy.capacity == [DEFAULT_CAPACITY, DEFAULT_CAPACITY]
+    run(scenario)
+    assert policy.capacity == [DEFAULT_CAPACITY, 12] and policy.service_rate() == 800.0
 
 
 class Beating:

@@ -65,7 +65,8 @@ def test_the_edge_and_the_links_stand_below_the_plugin_and_the_gateway(lower: st
 
 
 def test_the_gateway_does_not_need_the_plugin() -> None:
-    assert importers("sglang_fair.sglang_plugin", under("gateway", "edge", "links", "routing")) == []
+    gateway_side = under("gateway", "edge", "links", "routing", "dashboard")  # the page: the gateway's too
+    assert importers("sglang_fair.sglang_plugin", gateway_side) == []
     assert importers("sglang_fair.edge", under("gateway"))  # the control: it uses the edge
 
 
@@ -73,7 +74,7 @@ def test_serving_the_gateway_loads_no_sglang() -> None:
     """At run time too: the gateway's app, the edge and the links leave ``sglang`` out of sys.modules."""
     pytest.importorskip("fastapi")
     code = ("import sys, sglang_fair.gateway.launch, sglang_fair.edge.config, sglang_fair.edge.inflight, "
-            "sglang_fair.edge.admins, sglang_fair.links.feedback_hub; "
+            "sglang_fair.edge.admins, sglang_fair.links.feedback_hub, sglang_fair.dashboard.gateway_page; "
             "print(sorted(m for m in sys.modules if m == 'sglang' or m.startswith('sglang.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout

@@ -101,8 +101,9 @@ class Driver:
         weights = {f"c{i}": rng.choice([1.0, 1.0, 2.0]) for i in range(rng.randint(2, 4))}
         cost = CostModel(client_weights=weights)
         config = RouterConfig(policy=policy, num_workers=rng.randint(2, 4), quantum=rng.randint(1, 200),
-                              quantum_requests=rng.randint(1, 4), cache_threshold=1.0,
-                              balance_abs_threshold=10**9, cost=cost)
+                              quantum_requests=rng.randint(1, 4), cache_threshold=1.0, hold_threshold=1.0,
+                              balance_abs_threshold=10**9, spill_ratio=1e9, spill_slack=1e9, quantum_s=0,
+                              cost=cost)
         self.replicas = Replicas(config, rng.randint(2, 4), share=share, lag=lag)
         self.shadow = Shadow(cost, config.num_workers)
         self.prefixes = {c: rng.choice([0, 8, 32]) for c in weights}

@@ -107,3 +107,45 @@ def test_routing_with_every_worker_dead_raises() -> None:
     r.mark_dead(0)
     with pytest.raises(NoWorkerError):
         r.route(Q(0, "a", [1]))
+
+
+def test_capacity_is_learned_from_the_workers_load_reports() -> None:
+    from sglang_fair.routing.base import DEFAULT_CAPACITY, WorkerLoad
+
+    r = router("round_robin", workers=2)
+    assert r.capacity == [DEFAULT_CAPACITY, DEFAULT_CAPACITY]
+    r = router("round_robin", workers=2, worker_capacity=256)
+    r.on_load(0, WorkerLoad(running=40, waiting=12))  # requests wait: the KV pool binds at 40
+    r.on_load(1, WorkerLoad(running=10, waiting=0))  # nothing waits: at least what it runs
+    assert r.capacity == [40, 256]
+    r.on_load(0, WorkerLoad(running=55, waiting=0))  # shorter requests: it runs more
+    assert r.capacity[0] == 55
+    r.on_load(0, WorkerLoad(running=0, waiting=3))  # all waiting (a long prefill): never below 1
+    assert r.capacity[0] == 1
+    r.queue = [5, 64]
+    assert (r.fill(0), r.fill(1)) == (5.0, 0.25)
+
+
+def test_service_rate_is_the_mean_over_live_reporting_workers() -> None:
+    from sglang_fair.routing.base import WorkerLoad
+
+    r = router("round_robin", workers=3)
+    assert r.service_rate() == 0.0
+    r.on_load(0, WorkerLoad(1, 0, 1000.0))
+    r.on_load(1, WorkerLoad(1, 0, 3000.0))
+    r.on_load(2, WorkerLoad(1, 0, 0.0))  # not measured yet: left out
+    assert r.service_rate() == 2000.0
+    r.mark_dead(1)
+    assert r.service_rate() == 1000.0
+
+
+def test_a_reported_cap_is_the_capacity_until_the_worker_fills() -> None:
+    from sglang_fair.routing.base import WorkerLoad
+
+    r = router("round_robin", workers=1)
+    r.on_load(0, WorkerLoad(running=3, waiting=0, max_running=256))
+    assert r.capacity == [256]
+    r.on_load(0, WorkerLoad(running=48, waiting=5, max_running=256))  # the KV pool binds first
+    assert r.capacity == [48]
+    r.on_load(0, WorkerLoad(running=20, waiting=0, max_running=256))  # known to fill: not back to 256
+    assert r.capacity == [48]

@@ -36,7 +36,7 @@ def test_round_robin_takes_servers_in_turn_and_routes_only_inside_the_chosen_one
     assert [s.queue for s in ps.servers] == [[2, 0], [2, 0], [2, 0]]
     assert ps.queue == [2, 0, 2, 0, 2, 0]
     # a global cache-aware router keeps the whole document on one worker instead
-    ca = make_routing_policy(RouterConfig(policy="fair_cache_aware", num_workers=6))
+    ca = make_routing_policy(RouterConfig(policy="fair_cache_aware", num_workers=6, worker_capacity=256))
     assert {ca.route(Q(i, "a", doc + [1000 + i])) for i in range(6)} == {0}
 
 

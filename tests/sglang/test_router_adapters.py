@@ -132,6 +132,20 @@ def test_eviction_publisher_reports_removed_pages_as_token_paths(link: RouterLin
     assert drain(feedback) == [wm.Evicted(worker=0, tokens=pack_tokens([7, 8]), start=0)]
 
 
+def test_heartbeats_carry_the_schedulers_load(link: RouterLink, monkeypatch: pytest.MonkeyPatch) -> None:
+    feedback = sock(zmq.PULL, link.feedback, bind=True)
+    monkeypatch.setattr(worker_hooks, "_LINK", WorkerLink(link, rank=1))
+    running, prefilled = [object() for _ in range(2)], [object()]
+    scheduler = SimpleNamespace(running_batch=SimpleNamespace(reqs=running), waiting_queue=[4, 5],
+                                max_running_requests=8)
+    worker_hooks.report_load(scheduler, 1234.5, SimpleNamespace(reqs=[*running, *prefilled]))  # a mixed batch
+    deadline, load = time.monotonic() + 5, None
+    while load is None and time.monotonic() < deadline:
+        msg = wm.decode_feedback(feedback.recv())  # within RCVTIMEO; a heartbeat every 0.05 s
+        load = msg.load if isinstance(msg, wm.Heartbeat) else None
+    assert load == wm.Load(running=3, waiting=2, service_rate=1234.5, max_running=8)
+
+
 def fake_controller(tokenizer_ipc: str) -> SimpleNamespace:
     sent: list[tuple[str, Any]] = []
     return SimpleNamespace(

@@ -35,7 +35,7 @@ from sglang_fair.sglang_plugin.state import FairState
 
 Refused = dict[str, subprocess.CompletedProcess[str]]
 KEYS = parse_key_lines(["k-alice alice", "k-bob bob", "k-ops ops"])
-WITH_KEYS = FairConfig(edge=EdgeConfig(key_table=KEYS), fairness_admins="ops")
+WITH_KEYS = FairConfig(edge=EdgeConfig(key_table=KEYS, fairness_admins="ops"))
 Sent = list[MutableMapping[str, Any]]
 
 
@@ -67,7 +67,7 @@ def test_fairness_admins_need_keys_and_known_clients() -> None:
     with pytest.raises(ConfigError, match="needs --client-keys"):
         build_config({"fairness_admins": "ops"})
     with pytest.raises(ConfigError, match="without a key in --client-keys: nobody"):
-        FairConfig(edge=EdgeConfig(key_table=KEYS), fairness_admins="ops,nobody")
+        EdgeConfig(key_table=KEYS, fairness_admins="ops,nobody")
 
 
 # ---- the middleware -----------------------------------------------------------------------------------

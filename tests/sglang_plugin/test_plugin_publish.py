@@ -39,7 +39,7 @@ def test_read_all_sums_over_dp_ranks(tmp_path: Path) -> None:
     merged = read_all(tmp_path)
     assert merged["schedulers"] == 2 and merged["policy"] == "dlpm"
     assert merged["clients"]["a"] == {"service": 7.0, "weight": 2.0, "counter": 4.0, "counters": [1.0, 3.0]}
-    assert read_all(None) == {"policy": None, "schedulers": 0, "clients": {}, "internal": {}}
+    assert read_all(None) == {"policy": None, "schedulers": 0, "clients": {}, "internal": {}, "quantum": None}
 
 
 def test_counters_are_per_rank_in_rank_order_with_null_where_the_client_never_was(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ def run_cluster(
     max_running: int = 256,
     quantum: float = 100.0,
     router_quantum: float = 100.0,
+    quantum_s: float = 0.0,
     cost: CostModel | None = None,
     every_worker: bool = False,
     perceived: bool = False,
@@ -32,7 +33,7 @@ def run_cluster(
     cost = cost or CostModel()
     cluster = Lockstep(
         LockstepConfig(workers=workers, capacity=capacity, max_running=max_running),
-        AdmissionConfig(policy=policy, quantum=quantum, cost=cost),
+        AdmissionConfig(policy=policy, quantum=quantum, quantum_s=quantum_s, cost=cost),
         RouterConfig(policy=router, num_workers=workers, quantum=router_quantum, cost=cost),
     )
     clients = sorted({r.client for r in requests})

@@ -27,6 +27,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, TypeVar
 
+from sglang_fair.admission.quantum import Quantum
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
 
@@ -69,13 +70,20 @@ class AdmissionConfig:
 
     policy: str = field(default="dlpm_light", metadata={"help": "admission policy"})
     quantum: float = field(default=0.0, metadata={
-        "help": "Q^u: service per DLPM refill, times the client's weight; 0: the policy's default "
-                "(dlpm 4096, dlpm_light 65536)"})
+        "help": "Q^u in service units (w_e x extend + w_q x output tokens) per DLPM refill, times the "
+                "client's weight; overrides --fair-quantum-s; 0: the policy's default (dlpm 4096 units, "
+                "dlpm_light a quantum in seconds)"})
     cost: CostModel = field(default_factory=CostModel)
+    quantum_s: float = field(default=0.0, metadata={
+        "help": "Q^u as seconds of the worker's measured service (never below one request's cost), "
+                "times the client's weight; 0: the policy's default (dlpm_light 0.25 s; dlpm: none, "
+                "its quantum is in units)"})
 
     def __post_init__(self) -> None:
         require(self.quantum >= 0,
                 f"--fair-quantum (Q^u) must be >= 0 (0: the policy's default), got {self.quantum}")
+        require(self.quantum_s >= 0,
+                f"--fair-quantum-s must be >= 0 (0: the policy's default), got {self.quantum_s}")
 
 
 def extend_len(req: WaitingRequest) -> int:
@@ -117,19 +125,45 @@ class AdmissionPolicy(ABC):
     Capabilities a host reads: ``orders_by_cache``: the order reads each waiting request's
     ``cached_len``, so a host must match every waiting request against its prefix cache before
     :meth:`select` (others need only the admitted ones matched); ``uses_quantum``: the policy reads
-    ``quantum`` (Q^u: ``config.quantum``, or ``default_quantum`` when that is 0).
+    ``quantum`` (Q^u: ``config.quantum`` units; else ``config.quantum_s`` or ``default_quantum_s``
+    seconds of the worker's measured service, :mod:`sglang_fair.admission.quantum`; else
+    ``default_quantum`` units).
+
+    Time: a host calls :meth:`tick` with the time now (any origin) before each :meth:`select`; the
+    policy measures the worker's service rate from it (:attr:`service_rate`), the one thing a quantum
+    in seconds needs. Without ticks a quantum in seconds is the largest recent request's cost.
     """
 
     name: ClassVar[str]
     orders_by_cache: ClassVar[bool] = False
     uses_quantum: ClassVar[bool] = False
     default_quantum: ClassVar[float] = 4096.0
+    default_quantum_s: ClassVar[float] = 0.0  # > 0: the default quantum is this many seconds of service
 
     def __init__(self, config: AdmissionConfig) -> None:
         self.config = config
         self.cost = config.cost
         self.book = ClientBook()
-        self.quantum = config.quantum or self.default_quantum
+        seconds = config.quantum_s or self.default_quantum_s
+        tokens = config.quantum or (0.0 if seconds else self.default_quantum)
+        self._quantum = Quantum(tokens, seconds)
+        self.served = 0.0  # service charged to every client so far
+
+    @property
+    def quantum(self) -> float:
+        """Q^u now, before the client's weight."""
+        return self._quantum.value()
+
+    @property
+    def service_rate(self) -> float:
+        """The worker's measured service per busy second (0 before the first ticks)."""
+        return self._quantum.meter.rate
+
+    def tick(self, now: float) -> None:
+        """The host's clock, in seconds of any origin, read before admission."""
+        book = self.book
+        busy = any(book.queued.values()) or any(book.running.values())
+        self._quantum.meter.tick(now, self.served, busy)
 
     # ---- events -------------------------------------------------------------------------------
     def on_arrival(self, req: WaitingRequest) -> None:
@@ -191,7 +225,9 @@ class AdmissionPolicy(ABC):
         if req.rid in book.charged_rids:
             return 0.0
         book.charged_rids.add(req.rid)
-        return self.admission_cost(req)
+        cost = self.admission_cost(req)
+        self._quantum.note_admission(cost)
+        return cost
 
     def admission_cost(self, req: WaitingRequest) -> float:
         """Service charged when ``req`` is admitted: w_e times its extend length ([1] §3)."""
@@ -203,6 +239,7 @@ class AdmissionPolicy(ABC):
     def _charge(self, client: str, amount: float) -> None:
         """Record ``amount`` of service for ``client``; subclasses also move their counters."""
         self.book.service[client] += amount
+        self.served += amount
 
     def _leave_running(self, client: str) -> None:
         require(self.book.running[client] > 0, f"client {client!r} has no running request")

@@ -34,6 +34,7 @@ class DLPM(AdmissionPolicy):
         super().__init__(config)
         self.deficits: defaultdict[str, float] = defaultdict(float)
         self.refills = 0  # number of CHECKREFILL rounds that refilled, for inspection
+        self.largest_quantum = 0.0  # the largest Q^u a refill gave (before weights): the bound's Q^u
 
     def counter(self, client: str) -> float | None:
         return self.deficits[client]
@@ -62,11 +63,15 @@ class DLPM(AdmissionPolicy):
 
     def _refill(self) -> None:
         """Lines 6-7: every active client with q_i <= 0 gains Q^u times its weight."""
-        book = self.book
+        book, quantum = self.book, self.quantum
         for client in [c for c in set(book.queued) | set(book.running) if book.active(c)]:
             if self.deficits[client] <= 0:
-                self.deficits[client] += self.quantum * self.cost.weight(client)
+                self.deficits[client] += quantum * self.cost.weight(client)
+        self._refilled(quantum)
+
+    def _refilled(self, quantum: float) -> None:
         self.refills += 1
+        self.largest_quantum = max(self.largest_quantum, quantum)
 
     def order(self, waiting: Sequence[R]) -> list[R]:
         """Line 16, SORTBYPREFIX: the scan order of one step (a variant may reorder clients)."""

@@ -21,11 +21,18 @@ quantum of the flooder's service per request: the larger Q^u, the longer.
    The credit check of line 21 and the refill condition are unchanged: a client is admitted only
    with q_i > 0.
 
+Its quantum is time by default: Q^u = 0.25 s of the worker's measured service, never below the
+largest recent request (admission/quantum.py), so a round means the same on an H100 at 256 running
+requests and on a CPU at 8.
+
 Bound: the proof of [1] Thm 4.1 needs -U < q_i <= Q^u w_i, and that a client with a waiting
 request gains exactly Q^u w_i at each refill, which holds because refills happen only when no
-client with a waiting request has credit; the scan order plays no part in it. So two clients
-backlogged over [t1, t2] still receive service (per unit of weight) within 2 (U + Q^u) of each
-other. Locality: every client's own requests keep their LPM order.
+client with a waiting request has credit; the scan order plays no part in it. A quantum that
+changes between refills gives every client the same Q^u at each one, so the proof goes through with
+Q^u its largest value in [t1, t2] (``largest_quantum``): two clients backlogged over [t1, t2] still
+receive service (per unit of weight) within 2 (U + Q^u_max) of each other; in time, 2 U / r + 0.5 s
+of the worker's service at rate r (the quantum's floor aside). Locality: every client's own requests
+keep their LPM order.
 """
 
 from __future__ import annotations
@@ -39,11 +46,10 @@ from sglang_fair.admission.lpm import lpm_order
 
 class DLPMLight(DLPM):
     name = "dlpm_light"
-    # It protects a light client at any Q^u (docs/results.md, "Defaults for a light client"), so its
-    # default favours locality: a refill of at least a few of the largest requests clients send (a
-    # long-context QA request is ~18K tokens; at 16,384 a refill was smaller than one). dlpm keeps 4,096
-    # (no single value serves both).
-    default_quantum = 65536.0
+    # Its quantum is time: a round of refills is about a quarter of a second of this worker's measured service
+    # (admission/quantum.py), whatever the hardware and batch size, so weights hold within seconds and a
+    # refill is still many requests long where the worker is fast. dlpm keeps the paper's 4,096 units.
+    default_quantum_s = 0.25
 
     def _join(self, client: str) -> None:
         """Instead of line 12: a returning client keeps its counter; a new one gets what it would
@@ -55,10 +61,11 @@ class DLPMLight(DLPM):
     def _refill(self) -> None:
         """Line 7 over every client seen: q_i <= 0 gains Q^u w_i (as in Algorithm 1); a client with
         credit left (none waiting, else there would be no refill) is topped up to Q^u w_i."""
+        quantum = self.quantum
         for client, q in self.deficits.items():
-            full = self.quantum * self.cost.weight(client)
+            full = quantum * self.cost.weight(client)
             self.deficits[client] = min(q + full, full)
-        self.refills += 1
+        self._refilled(quantum)
 
     def order(self, waiting: Sequence[R]) -> list[R]:
         """LPM order, with the requests of light clients (see :meth:`light_clients`) first."""

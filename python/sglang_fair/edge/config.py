@@ -2,7 +2,8 @@
 
 :class:`EdgeConfig` holds who the clients are (``--client-keys``, ``--client-header``), how long an
 idle one is remembered (``--client-ttl``), what one may hold (``--client-max-inflight``), the body
-limit, the trusted gateway's token and the model-name check. Both commands embed it (``FairConfig.edge``,
+limit, the trusted gateway's token, the clients that read every client's figures
+(``--fairness-admins``) and the model-name check. Both commands embed it (``FairConfig.edge``,
 ``GatewayConfig.edge``), build it with :func:`edge_config` and merge the key file's client weights
 with ``--client-weights`` through :meth:`EdgeConfig.weights`, so one key file serves both.
 """
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 
 from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import from_flags
+from sglang_fair.edge.admins import parse_admins
 from sglang_fair.edge.keys import KeyTable, load_key_file
 from sglang_fair.edge.trust import GatewayToken, load_token_file
 
@@ -41,6 +43,9 @@ class EdgeConfig:
                 "it with every request; a server lets only requests carrying it pin a data-parallel rank "
                 "(routed_dp_rank) or name their client by header despite --client-keys (others pinning a "
                 "rank get 403)"})
+    fairness_admins: str = field(default="", metadata={
+        "help": "comma-separated clients of --client-keys whose keys read every client at /fairness, "
+                "/fairness/ui and /metrics (other keys: their own row)"})
     accept_any_model: bool = field(default=False, metadata={
         "help": "serve a request whatever its `model` names, as SGLang does (by default a name other "
                 "than the served model name, the model path or `default` gets 404, as from OpenAI)"})
@@ -53,6 +58,15 @@ class EdgeConfig:
         require(self.client_max_inflight >= 0,
                 f"--client-max-inflight must be >= 0, got {self.client_max_inflight}")
         require(self.max_body_bytes >= 0, f"--max-body-bytes must be >= 0, got {self.max_body_bytes}")
+        admins = self.admins()
+        require(not admins or self.key_table.enabled, "--fairness-admins needs --client-keys")
+        unknown = sorted(admins - set(self.key_table.clients.values()))
+        require(not unknown or not self.key_table.enabled,
+                f"--fairness-admins names clients without a key in --client-keys: {', '.join(unknown)}")
+
+    def admins(self) -> frozenset[str]:
+        """The clients whose keys may read every client's figures (``--fairness-admins``)."""
+        return parse_admins(self.fairness_admins)
 
     def idle_ttl(self) -> float:
         """The client TTL that applies: none with keys (the key file bounds the clients)."""

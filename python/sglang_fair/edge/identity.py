@@ -22,7 +22,8 @@ from sglang_fair.edge.trust import is_trusted
 
 DEFAULT_CLIENT = "default"
 SCOPE_KEY = "sglang_fair_client"
-OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/fairness", "/sglang_fair/feedback"})
+OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/fairness", "/sglang_fair/feedback",
+                        "/fairness/ui"})  # the page holds no figures; its data is keyed
 CLIENT_LISTING_PATHS = frozenset({"/metrics", "/fairness"})  # need a key when keys are configured
 WARMUP_CLIENT = "__warmup__"  # SGLang's start-up request
 PROBE_CLIENT = "__probe__"  # the one-token request of SGLang's /health and /health_generate

@@ -40,7 +40,7 @@ SCHEDULERS = {  # router: (name, its usual workers)
 RR_NAMES = {"lpm": "RR+LPM", "dlpm_light": "RR + dlpm_light"}  # else the admission policy's name
 BALANCERS = {"round_robin": "RR LB", "client_hash": "client-hash LB"}  # per_server's, as named in tables
 UNSET = {"server_dp": 0, "balancer": "", "eviction_feed": True,  # Point fields not in keys at these values
-         "replicas": 1, "replica_share": True, "replica_lag": 0}
+         "replicas": 1, "replica_share": True, "replica_lag": 0, "max_running": 0}
 REFERENCE = ("round_robin", "lpm")  # the scheduler whose capacity names the loads (SGLang's default)
 SERIES_BIN_S = 20.0
 
@@ -82,10 +82,12 @@ class Point:
     replicas: int = 1  # router replicas behind a round-robin balancer (routing/replicas.py)
     replica_share: bool = True  # the replicas tell each other of their dispatches and finishes
     replica_lag: int = 0  # ... after this many later ones
+    max_running: int = 0  # requests a worker runs at once at most (0: SGLang's default for the preset)
 
     def combo(self) -> str:
         """The capacity this point's rate is relative to (measured with 4 clients, as a total rate)."""
-        return f"{self.workload}/{self.scenario}/D{self.dp}/{self.preset}/B{self.branches}"
+        cap = f"/M{self.max_running}" if self.max_running else ""
+        return f"{self.workload}/{self.scenario}/D{self.dp}/{self.preset}/B{self.branches}{cap}"
 
     def key(self) -> str:
         """The fields, ``k=v|...``; the server fields only where set (the keys of runs made before
@@ -123,19 +125,24 @@ def simulate(point: Point, total_rate: float, duration: float, seed: int) -> Any
     its programs'); returns the RunResult."""
     router = point.router if point.dp > 1 else "round_robin"
     closed = CLOSED_LOOP.get(point.workload)
+    engine = closed.engine if closed else EngineConfig(preset=point.preset)
+    if closed and point.preset != Point.preset:
+        engine = replace(engine, preset=point.preset)
+    engine = replace(engine, max_running=point.max_running or engine.max_running)
     spec = RunSpec(workload=None if closed else _workload(point, total_rate, duration, seed),
                    cluster=ClusterSimConfig(dp=point.dp, max_time=duration,
                                             eviction_feedback=point.eviction_feed,
                                             router_replicas=point.replicas,
                                             replica_sharing=point.replica_share,
                                             replica_lag=point.replica_lag),
-                   engine=closed.engine if closed else EngineConfig(preset=point.preset),
+                   engine=engine,
                    admission=AdmissionConfig(policy=point.policy, quantum=point.q_u),
                    routing=RouterConfig(policy=router, quantum=point.q_w or RouterConfig.quantum,
                                         server_workers=point.server_dp,
                                         server_balancer=point.balancer or RouterConfig.server_balancer),
                    cost=closed.cost if closed else CostModel())
-    return Simulator(spec, closed.programs(point.dp, duration, seed) if closed else None).run()
+    programs = closed.programs(point.dp, duration, seed, engine.max_running) if closed else None
+    return Simulator(spec, programs).run()
 
 
 def measure_capacity(point: Point, proto: Protocol, start: float,

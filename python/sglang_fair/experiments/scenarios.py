@@ -54,18 +54,26 @@ def flood_programs(duration: float, seed: int = 0) -> list[Program]:
             for pid, (c, t, calls, bad) in enumerate(raw)]
 
 
-def weighted_programs(dp: int, duration: float, seed: int = 0) -> list[Program]:
-    """Heavy c0 and c1 (16 chains a worker each, a call every time the last ends), light c2 (one
-    single-call program a second); each heavy call is the client's prefix and the last call's output."""
+RAMP_S = 5.0  # weighted: the heavy chains start over this many seconds
+
+
+def weighted_programs(dp: int, duration: float, seed: int = 0, max_running: int = 8) -> list[Program]:
+    """Heavy c0 and c1 (2 x ``max_running`` chains a worker each, at least 16 and at most 96: both
+    backlogged at any cap, the 24,000-token KV pool running about 50 at most; a call every time the
+    last ends, the chains starting over the first :data:`RAMP_S` seconds as a load generator's threads
+    do), light c2 (one single-call program a second); each heavy call is the client's 1,024-token prefix
+    and the last call's output."""
     rng = seeded_rng("weighted", seed)
     chain_len = int(duration) + 8
+    chains = min(max(16, 2 * max_running), 96)
     raw: list[tuple[str, float, tuple[Call, ...], bool]] = []
     for client in ("c0", "c1"):
-        prefix = random_tokens(rng, 64)
-        for _ in range(16 * dp):
+        prefix = random_tokens(rng, 1024)
+        for _ in range(chains * dp):
             first = Call((prefix, random_tokens(rng, 256)), 256)
-            raw.append((client, 0.0, (first, *(Call((prefix, OutputOf(i - 1)), 256, (i - 1,))
-                                               for i in range(1, chain_len))), True))
+            start = RAMP_S * rng.random()  # clients start as a load generator's threads do, not at once
+            raw.append((client, start, (first, *(Call((prefix, OutputOf(i - 1)), 256, (i - 1,))
+                                                 for i in range(1, chain_len))), True))
     for t in range(int(duration)):
         raw.append(("c2", t + rng.random(), (Call((random_tokens(rng, 192),), 32),), False))
     raw.sort(key=lambda x: x[1])
@@ -75,18 +83,27 @@ def weighted_programs(dp: int, duration: float, seed: int = 0) -> list[Program]:
 @dataclass(frozen=True)
 class ClosedLoop:
     """A workload whose clients keep their work in flight (no arrival rate to set): its programs for
-    ``dp`` workers, the engine it runs on, the cost model (the clients' weights)."""
+    ``dp`` workers running ``max_running`` requests at most, the engine it runs on, the cost model (the
+    clients' weights)."""
 
-    build: Callable[[int, float, int], list[Program]]
+    build: Callable[[int, float, int, int], list[Program]]
     engine: EngineConfig
     cost: CostModel = field(default_factory=CostModel)
+    light: tuple[str, ...] | None = None  # clients whose request latency is the well-behaved P99
 
-    def programs(self, dp: int, duration: float, seed: int) -> list[Program]:
-        return self.build(dp, duration, seed)
+    def programs(self, dp: int, duration: float, seed: int, max_running: int = 0) -> list[Program]:
+        return self.build(dp, duration, seed, max_running or self.engine.max_running)
 
 
-CLOSED_LOOP = {"weighted": ClosedLoop(weighted_programs, EngineConfig(kv_tokens=24_000, max_running=8),
-                                      CostModel(client_weights={"c0": 4.0, "c1": 1.0, "c2": 1.0}))}
+def _flood(dp: int, duration: float, seed: int, max_running: int) -> list[Program]:
+    return flood_programs(duration, seed)
+
+
+CLOSED_LOOP = {
+    "weighted": ClosedLoop(weighted_programs, EngineConfig(kv_tokens=24_000, max_running=8),
+                           CostModel(client_weights={"c0": 4.0, "c1": 1.0, "c2": 1.0})),
+    "flood": ClosedLoop(_flood, EngineConfig(max_running=24), light=("l1", "l2")),
+}
 
 
 def paper_workload(name: str, duration: float, **kw: Any) -> WorkloadConfig:

@@ -11,7 +11,10 @@ server that breaks off a started request is taken out and the request fails with
 feedback takes out (``supervision.py``) has its requests in flight cut: 503 for a whole answer, an
 error event ending a stream. ``GET /v1/models`` is the first server's; ``/gateway/state`` shows the
 worker table, each worker's counts, what the feedback ports and peers delivered and the background
-duties (``duties.py``); ``/metrics`` the duties' restarts; ``/health`` answers 200.
+duties (``duties.py``); ``/fairness``, the fairness page (``/fairness/ui``) and ``/metrics`` (per-client
+answers, workers' queues, the duties' restarts) are ``dashboard/gateway_page.py``'s; ``/health`` answers
+200. With ``--ext-proc-port`` the same parts also answer a Gateway API proxy as its endpoint picker
+(``epp_front.py``).
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ from typing import Any
 import aiohttp
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from sglang_fair.dashboard.gateway_page import mount as mount_page
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.gateway.config import GatewayConfig
-from sglang_fair.gateway.duties import Duties, DutyCollector
+from sglang_fair.gateway.duties import Duties
 from sglang_fair.gateway.feedback import FeedbackListener
 from sglang_fair.gateway.intake import Accepted, Intake, error
 from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, ServerTokenizer
@@ -62,6 +65,7 @@ class Gateway:
         self.duties = Duties()
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
         self.failed_over = 0  # requests a server could not be reached for, tried at another
+        self.picker: Any = None  # the endpoint picker (--ext-proc-port, epp_front.start_picker)
 
     def _servers(self) -> Upstream:
         if self.upstream is None:
@@ -146,8 +150,10 @@ class Gateway:
         """What ``/gateway/state`` shows."""
         heard = self.listener.view() if self.listener is not None else None
         peers = self.replication.view() if self.replication is not None else None
+        picked = self.picker.picker.view() if self.picker is not None else None
         return {**self.router.state(), "servers_out": self.supervisor.health.out, "feedback": heard,
-                "peers": peers, "failed_over": self.failed_over, "duties": self.duties.view()}
+                "peers": peers, "failed_over": self.failed_over, "duties": self.duties.view(),
+                "ext_proc": picked}
 
 
 def taken_out(ticket: Ticket, why: Exception) -> JSONResponse:
@@ -165,15 +171,22 @@ def make_app(gateway: Gateway) -> FastAPI:
             upstream = gateway.upstream = Upstream(session, edge.client_header, edge.gateway_token)
             gateway.tokenizer.post = upstream.post_json
             gateway.start_duties(upstream)
+            gateway.duties.start("fairness_page", page.run)
+            if config.ext_proc.port:
+                from sglang_fair.gateway.epp_front import start_picker
+                gateway.picker = await start_picker(gateway)
             try:
                 yield
             finally:
+                if gateway.picker is not None:
+                    await gateway.picker.stop()
                 await gateway.duties.stop()
                 gateway.upstream = gateway.tokenizer.post = None
                 if gateway.replication is not None:
                     gateway.replication.link.close()
 
     app = FastAPI(title="sglang-fair gateway", lifespan=lifespan, docs_url=None, redoc_url=None)
+    page = mount_page(app, gateway)  # /fairness, its page, /metrics; counts answers per client
     app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=gateway.config.edge.max_body_bytes)
 
     def relay(path: str) -> Callable[[Request], Awaitable[Response]]:
@@ -193,18 +206,11 @@ def make_app(gateway: Gateway) -> FastAPI:
     async def state() -> Any:
         return gateway.state()
 
-    registry = CollectorRegistry()
-    registry.register(DutyCollector(gateway.duties))
-
-    async def metrics() -> Response:
-        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
-
     async def health() -> Any:
         return {"status": "ok"}
 
     app.add_api_route("/v1/models", models, methods=["GET"])
     app.add_api_route("/gateway/state", state, methods=["GET"])
-    app.add_api_route("/metrics", metrics, methods=["GET"])
     app.add_api_route("/health", health, methods=["GET"])
     return app
 

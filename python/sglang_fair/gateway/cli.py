@@ -56,4 +56,10 @@ def run(args: argparse.Namespace) -> int:
     except ModuleNotFoundError as err:
         raise ConfigError(f"the gateway needs the 'gateway' extra ({err}): pip install 'sglang-fair[gateway]'"
                           ) from None
+    if config.ext_proc.port:
+        try:
+            import sglang_fair.gateway.epp_front  # noqa: F401 (grpc, protobuf)
+        except ModuleNotFoundError as err:
+            raise ConfigError(f"--ext-proc-port needs the 'epp' extra ({err}): pip install "
+                              "'sglang-fair[gateway,epp]'") from None
     return serve(config)

@@ -20,6 +20,7 @@ from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import require
 from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.edge.config import EdgeConfig, edge_config
+from sglang_fair.gateway.epp.config import ExtProcConfig
 from sglang_fair.gateway.peers import PeerConfig
 from sglang_fair.links.curve import CurveKeys, gateway_keys
 from sglang_fair.links.feedback_hub import is_loopback
@@ -69,6 +70,7 @@ class GatewayConfig:
                 "taken out (longer than the longest model step)"})
     router: RouterConfig = field(default_factory=RouterConfig)
     peer: PeerConfig = field(default_factory=PeerConfig)
+    ext_proc: ExtProcConfig = field(default_factory=ExtProcConfig)
     edge: EdgeConfig = field(default_factory=EdgeConfig)
     curve_keys: CurveKeys | None = None
 
@@ -116,6 +118,7 @@ def add_gateway_flags(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, GatewayConfig)
     add_flags(parser, EdgeConfig)
     add_flags(parser, PeerConfig)
+    add_flags(parser, ExtProcConfig)
     add_flags(parser, RouterConfig, skip=ROUTER_FILLED_IN)
     add_flags(parser, CostModel)
 
@@ -126,6 +129,7 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
     curve = str(getattr(args, "feedback_keys", "") or "")
     name = str(getattr(args, "feedback_key_name", "") or "gateway")
     config = from_flags(GatewayConfig, args, router=router, peer=from_flags(PeerConfig, args),
-                        edge=edge_config(args), curve_keys=gateway_keys(curve, name) if curve else None)
+                        ext_proc=from_flags(ExtProcConfig, args), edge=edge_config(args),
+                        curve_keys=gateway_keys(curve, name) if curve else None)
     config.cost()  # a weight conflict is an error at once
     return config

@@ -172,8 +172,9 @@ class FeedbackListener:
 
     def __init__(self, table: WorkerTable, keys: CurveKeys | None,
                  on_evict: Callable[[int, bytes, int], None], liveness: Liveness,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.table, self.keys, self.on_evict = table, keys, on_evict
+                 clock: Callable[[], float] = time.monotonic,
+                 on_load: Callable[[int, wm.Load], None] | None = None) -> None:
+        self.table, self.keys, self.on_evict, self.on_load = table, keys, on_evict, on_load
         self.liveness, self.clock = liveness, clock
         self.counts = {"heartbeats": 0, "evictions": 0, "skipped": 0}
 
@@ -199,6 +200,8 @@ class FeedbackListener:
             elif isinstance(msg, wm.Heartbeat):
                 self.liveness.heard(index, msg.loops, self.clock())
                 self.counts["heartbeats"] += 1
+                if msg.load is not None and self.on_load is not None:
+                    self.on_load(index, msg.load)
             elif isinstance(msg, wm.Evicted):
                 self.on_evict(index, msg.tokens, msg.start)
                 self.counts["evictions"] += 1

@@ -9,17 +9,18 @@ body (:func:`error`).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from sglang_fair.edge.asgi import parse_json
+from sglang_fair.edge.asgi import parse_json, scope_state
 from sglang_fair.edge.bodies import NOT_OBJECT, body_problem
 from sglang_fair.edge.config import EdgeConfig
 from sglang_fair.edge.errors import error_body
-from sglang_fair.edge.identity import Unauthorized, resolve_client
+from sglang_fair.edge.identity import SCOPE_KEY, Unauthorized, resolve_client
 from sglang_fair.edge.model_names import NOT_FOUND, ModelNames, refusal
 
 
@@ -50,9 +51,18 @@ class Intake:
             return error(400, "BadRequest", body_problem(raw, body) or NOT_OBJECT)
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
-            client = resolve_client(headers, body.get("user"), self.edge.key_table, self.edge.client_header)
+            client = self.client(headers, body)
         except Unauthorized as err:
             return error(401, "Unauthorized", str(err), {"www-authenticate": "Bearer"})
-        if (refused := refusal(path, body, self.model_names)) is not None:
+        scope_state(request.scope)[SCOPE_KEY] = client  # for the answers counted per client (dashboard)
+        if (refused := self.refusal(path, body)) is not None:
             return JSONResponse(refused, status_code=NOT_FOUND)
         return Accepted(client, body)
+
+    def client(self, headers: Mapping[str, str], body: dict[str, Any]) -> str:
+        """The request's client (``headers`` lower-cased); raises ``Unauthorized``."""
+        return resolve_client(headers, body.get("user"), self.edge.key_table, self.edge.client_header)
+
+    def refusal(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The 404 body for a model the servers do not serve, else None."""
+        return refusal(path, body, self.model_names)

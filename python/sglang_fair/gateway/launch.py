@@ -42,7 +42,7 @@ def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
     if sources(table):
         heard = [w.index for w in table if w.server.feedback_endpoint]
         liveness = Liveness(heard, config.heartbeat_timeout, config.stall_timeout, time.monotonic())
-        listener = FeedbackListener(table, config.curve_keys, router.evicted, liveness)
+        listener = FeedbackListener(table, config.curve_keys, router.evicted, liveness, on_load=router.loaded)
     return Gateway(config, table, router, listener, Replication(link, router) if link is not None else None)
 
 

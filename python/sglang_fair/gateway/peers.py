@@ -31,6 +31,7 @@ import zmq.asyncio
 
 from sglang_fair.core.errors import require
 from sglang_fair.gateway import peer_msgs as pm
+from sglang_fair.gateway.peer_dns import PeerEndpoints
 from sglang_fair.links.curve import CurveKeys
 from sglang_fair.links.sockets import publisher, subscriber
 
@@ -49,7 +50,8 @@ class PeerConfig:
         "help": "address the peer port binds to; other than loopback needs --feedback-keys"})
     addresses: str = field(default="", metadata={
         "help": "the other replicas' peer ports, comma-separated HOST:PORT (with --feedback-keys "
-                "KEYNAME@HOST:PORT, KEYNAME the peer's gateway key pair)"})
+                "KEYNAME@HOST:PORT, KEYNAME the peer's gateway key pair); a HOST that resolves to several "
+                "addresses (a headless Service) is every one of them, resolved again every 5 s"})
     name: str = field(default="", metadata={"help": "this replica's name in views (default: host:port)"})
     interval: float = field(default=0.5, metadata={"help": "seconds between this replica's Alive notices"})
     timeout: float = field(default=5.0, metadata={
@@ -210,11 +212,12 @@ class PeerLink:
                                     replay=True))
         return len(self.mine)
 
-    def subscribe(self, key_name: str, address: str) -> tuple[Any, Any]:
-        """An asyncio context and SUB socket on one peer (CURVE with the peer's own key)."""
+    def subscribe(self, key_name: str) -> tuple[Any, Any]:
+        """An asyncio context and SUB socket for one peer entry (CURVE with the peer's own key); it is
+        connected to the entry's addresses by ``peer_dns.PeerEndpoints``."""
         context = zmq.asyncio.Context()
         server_key = self.peer_key(key_name) if self.keys is not None else None
-        return context, subscriber(context, f"tcp://{address}", self.keys, server_key)
+        return context, subscriber(context, None, self.keys, server_key)
 
     def close(self) -> None:
         if self.auth is not None:
@@ -237,8 +240,9 @@ async def receive(sock: Any, on_notice: Callable[[pm.Notice], None]) -> None:
 async def run_link(link: PeerLink, on_notice: Callable[[pm.Notice], None],
                    tick: Callable[[], None]) -> None:
     """Listen to every peer and call ``tick`` every ``--peer-interval`` until cancelled."""
-    subs = [link.subscribe(key, address) for key, address in link.config.peers()]
-    listeners = [asyncio.create_task(receive(sock, on_notice)) for _, sock in subs]
+    subs = [(link.subscribe(key), address) for key, address in link.config.peers()]
+    listeners = [asyncio.create_task(receive(sock, on_notice)) for (_, sock), _ in subs]
+    listeners += [asyncio.create_task(PeerEndpoints(sock, address).follow()) for (_, sock), address in subs]
     try:
         while True:
             tick()
@@ -246,5 +250,5 @@ async def run_link(link: PeerLink, on_notice: Callable[[pm.Notice], None],
     finally:
         for task in listeners:
             task.cancel()
-        for context, _ in subs:
+        for (context, _), _ in subs:
             context.destroy(linger=0)

@@ -5,7 +5,8 @@ tells the policy goes through it. It hands the policy a request of token ids and
 picks into a (server, rank) :class:`Ticket`; every finish, this replica's own (heard at the HTTP level
 when the gateway has relayed its last byte) and its peer replicas' (``replication.py``), comes back
 through :meth:`GatewayRouter.finish`, so its counts hold ``queue = routed + observed - finished`` per
-worker; evictions (``feedback.py``) and the servers taken out or back (``supervision.py``) too. It also
+worker; evictions and load reports (``feedback.py``) and the servers taken out or back (``supervision.py``)
+too. It also
 keeps each client's requests in flight (``routing/clients.py``, the router process's book too): over
 ``client_max_inflight`` a request is refused (``ClientOverLimit``, 429), and a client with none in
 flight for ``client_ttl`` seconds is forgotten by the policy (its counters: one that returns is a new
@@ -24,6 +25,8 @@ from sglang_fair.core.global_tree import WIDTH, pack_tokens
 from sglang_fair.gateway.servers import Worker, WorkerTable
 from sglang_fair.routing import RoutingPolicy
 from sglang_fair.routing.clients import ClientBook
+from sglang_fair_router import worker_msgs as wm
+from sglang_fair_router.state import load_of
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,10 @@ class GatewayRouter:
     def evicted(self, worker: int, tokens: bytes, start: int) -> None:
         """``worker``'s cache dropped ``tokens`` (packed) from position ``start`` (a feedback notice)."""
         self.policy.on_evict(worker, tokens, min(start, len(tokens) // WIDTH))
+
+    def loaded(self, worker: int, load: wm.Load) -> None:
+        """``worker`` reported its load (a heartbeat's): the policy learns its capacity and service rate."""
+        self.policy.on_load(worker, load_of(load))
 
     def mark_dead(self, worker: int) -> None:
         """``worker``'s server is taken out: route nothing there."""

@@ -4,11 +4,14 @@ the records say about each (``scripts/chaos.py``).
 A fault is injected, held, then ended (SIGCONT, the link mended, the killed process started again with
 an empty cache). Per fault, from the :class:`~sglang_fair.harness.traffic.Record` of every request: the
 requests in flight when it began, the outcomes of every request that overlapped it, the slowest of them,
-and the time from its end until completions per second are back to ``RECOVERED`` of the rate before it.
+those it hurt (failed, or slower than ``SLOW_S``), and the time from its end until completions per second
+are back to ``RECOVERED`` of the rate before it; what the load balancer counted meanwhile, and for a
+gateway's fault the requests that gateway was relaying and how soon HAProxy took it out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 import time
@@ -24,8 +27,10 @@ from sglang_fair.harness.traffic import Record, SlowReader, Spec, Traffic
 RECOVERED = 0.8  # of the completions per second before the fault
 RECOVERY_GOAL_S = 30.0  # completions back to RECOVERED of the baseline within this long after a fault
 RESTART_S = 90.0  # a server started again on this machine (budget; measured 30-60 s)
+BALANCER_GOAL_S = 5.0  # a faulty gateway out of HAProxy: two failed checks, one a second, 1 s each
 WINDOW_S = 5.0  # completions are counted over the last WINDOW_S seconds
 DEADLINE_S = 60.0  # a client gives up on a request after this long
+SLOW_S = 5.0  # a request that took longer was hurt by the fault (they take under 2 s without one)
 SERVER_ARGS = ("--max-running-requests", "8", "--max-total-tokens", "6000")
 CLIENTS = {"flood": 1.0, "chat": 1.0, "light": 1.0, "batch": 1.0}  # name -> weight
 TOKEN_KEYS = ("requests", "input_tokens", "cached_tokens", "output_tokens")  # of a client's /fairness row
@@ -40,6 +45,7 @@ class Fault:
     inject: Callable[[Cluster], object]
     end: Callable[[Cluster], object]
     hold: float
+    target: str = ""  # the process it breaks (a gateway's name: the load balancer should take it out)
 
 
 def _proc(cluster: Cluster, name: str) -> Proc:
@@ -50,7 +56,7 @@ def stop_fault(name: str, target: str, hold: float, scheduler_only: bool = False
     part = "its scheduler" if scheduler_only else "the whole process group"
     return Fault(name, f"SIGSTOP {target} ({part}) for {hold:g} s, then SIGCONT",
                  lambda c: _proc(c, target).signal(signal.SIGSTOP, scheduler_only),
-                 lambda c: _proc(c, target).signal(signal.SIGCONT, scheduler_only), hold)
+                 lambda c: _proc(c, target).signal(signal.SIGCONT, scheduler_only), hold, target)
 
 
 def kill_fault(name: str, target: str, hold: float, scheduler_only: bool = False) -> Fault:
@@ -66,7 +72,7 @@ def kill_fault(name: str, target: str, hold: float, scheduler_only: bool = False
 
     part = "its scheduler" if scheduler_only else "the whole process group"
     again = "started again (an empty cache)" if target.startswith("server") else "started again"
-    return Fault(name, f"kill -9 {target} ({part}); {hold:g} s later {again}", inject, end, hold)
+    return Fault(name, f"kill -9 {target} ({part}); {hold:g} s later {again}", inject, end, hold, target)
 
 
 def link_fault(name: str, server: str, hold: float) -> Fault:
@@ -134,13 +140,14 @@ def fault_row(fault: Fault, records: Sequence[Record], window: Window) -> dict[s
     """The table row of one fault (every request that was in flight at some time of the fault)."""
     overlapping = [r for r in records if r.sent < window.end and r.ended > window.begin]
     bad = [r for r in overlapping if r.outcome != "ok"]
+
     return {
         "fault": fault.name, "what": fault.what,
         "in_flight_at_start": sum(1 for r in records if r.sent <= window.begin < r.ended),
         "requests": len(overlapping),
         "outcomes": dict(sorted(Counter(r.outcome for r in overlapping).items())),
-        "retried_elsewhere": sum(1 for r in overlapping if r.retried),
         "slowest_s": round(max((r.ended - r.sent for r in overlapping), default=0.0), 1),
+        "hurt": sum(1 for r in overlapping if hurt(r)),
         "baseline_per_s": round(done_rate(records, window.start, window.begin), 2),
         "recovered_after_s": recovery_time(records, window),
         "failures": sorted({f"{r.outcome}: {r.detail[:160]}" for r in bad})[:6],
@@ -149,18 +156,52 @@ def fault_row(fault: Fault, records: Sequence[Record], window: Window) -> dict[s
 
 def run_fault(cluster: Cluster, records: Callable[[], list[Record]], fault: Fault, baseline: float,
               watch: float, clock: Callable[[], float] = time.monotonic) -> dict[str, Any]:
-    """Baseline, inject, hold, end, watch; the fault's row."""
+    """Baseline, inject, hold, end, watch; the fault's row, with what the load balancer counted over it
+    and, for a gateway's fault, how long its health check took to take the gateway out."""
     start = clock()
     time.sleep(baseline)
     begin = clock()
+    before = cluster.balancer.stats()
+    gateway = next((g for g in cluster.gateways if g.name == fault.target), None)
+    held = gateway_in_flight(cluster, gateway) if gateway is not None else None
     fault.inject(cluster)
-    time.sleep(fault.hold)
+    out_after = None
+    if gateway is not None:
+        with contextlib.suppress(TimeoutError):
+            out_after = round(cluster.balancer.wait_for("DOWN", fault.hold, fault.target), 1)
+    time.sleep(max(0.0, begin + fault.hold - clock()))
     fault.end(cluster)
     end = clock()
     time.sleep(watch)
     row = fault_row(fault, records(), Window(start, begin, end, clock()))
     row["ended_after_s"] = round(end - begin, 1)
+    row["balancer"] = balancer_delta(before, cluster.balancer.stats())
+    if gateway is not None:
+        row["gateway_in_flight"], row["balancer_out_after_s"] = held, out_after
+        if out_after is not None:  # requests sent once HAProxy had taken the gateway out (+ 0.5 s)
+            later = [r for r in records() if begin + out_after + 0.5 <= r.sent < end]
+            row["sent_after_out"] = len(later)
+            row["hurt_after_out"] = sum(1 for r in later if hurt(r))
     return row
+
+
+def hurt(record: Record) -> bool:
+    """Failed, or slower than ``SLOW_S``."""
+    return record.outcome != "ok" or record.ended - record.sent > SLOW_S
+
+
+def gateway_in_flight(cluster: Cluster, gateway: Proc) -> int:
+    """The requests ``gateway`` itself is relaying now (its fairness page's ``in_flight``)."""
+    auth = {"Authorization": f"Bearer {cluster.keys[ADMIN]}"}
+    data = get_json(gateway.url + "/fairness/ui/data?series=0", headers=auth)
+    return sum(int(r["in_flight"] or 0) for r in data["clients"])
+
+
+def balancer_delta(before: dict[str, dict[str, str]], after: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """Per gateway: what HAProxy counted between two readings (sessions, retries, redispatches, times
+    taken out, seconds down, 5xx answers)."""
+    return {gw: {k: int(v) - int(before.get(gw, {}).get(k, 0)) for k, v in row.items() if k != "status"}
+            for gw, row in after.items()}
 
 
 def fairness_totals(cluster: Cluster) -> dict[str, dict[str, int]]:
@@ -222,7 +263,7 @@ def check_phase(cluster: Cluster, seconds: float) -> dict[str, Any]:
     """Traffic with no fault, then the charges against the answers and what is left in flight."""
     drained(cluster)
     before = fairness_totals(cluster)
-    traffic = Traffic([g.url for g in cluster.gateways], specs(cluster.keys), DEADLINE_S).start()
+    traffic = Traffic(cluster.balancer.url, specs(cluster.keys), DEADLINE_S).start()
     time.sleep(seconds)
     traffic.stop()
     left = drained(cluster)
@@ -253,8 +294,14 @@ def goals_missed(rows: list[dict[str, Any]], check: dict[str, Any]) -> list[str]
             missed.append(f"{row['fault']}: {outcomes['deadline']} request(s) past the deadline")
         if other := {k: v for k, v in outcomes.items() if k in ("4xx", "5xx")}:
             missed.append(f"{row['fault']}: {other} (only 503 may fail a request)")
+        if outcomes.get("502") and "gateway_in_flight" not in row:  # HAProxy: its gateway dropped the request
+            missed.append(f"{row['fault']}: {outcomes['502']} 502 from the load balancer, no gateway faulty")
         if row["recovered_after_s"] is None or row["recovered_after_s"] > RECOVERY_GOAL_S:
             missed.append(f"{row['fault']}: not back to 80% of the baseline within {RECOVERY_GOAL_S:g} s")
+        out = row.get("balancer_out_after_s", 0.0)
+        if out is None or out > BALANCER_GOAL_S:
+            missed.append(f"{row['fault']}: HAProxy did not take the gateway out within "
+                          f"{BALANCER_GOAL_S:g} s")
     for client, c in check["charges"].items():
         if any(c[f"charged_{k}"] != c[f"answered_{k}"] for k in ("requests", "input_tokens",
                                                                    "output_tokens")):

@@ -1,11 +1,13 @@
-"""Two CPU servers and two gateway replicas on one machine, with handles to break them (for
-``scripts/chaos.py`` and its test).
+"""Two CPU servers, two gateway replicas and HAProxy in front of them on one machine, with handles to
+break them (for ``scripts/chaos.py``, ``scripts/soak_cluster.py`` and their tests).
 
 Each server (``sglang-fair serve``, one worker) serves HTTP on ``127.0.0.2`` and publishes its feedback
 on ``127.0.0.1``; a :class:`LinkProxy` carries the feedback from ``127.0.0.1:F`` to ``127.0.0.2:F``, where
 the gateways look for it (a server's feedback host is its URL's), so the link can be cut while HTTP goes
-on. The gateways (``sglang-fair gateway``) share what they route over their peer ports. Every process
-runs in its own session, so a signal reaches the whole server or gateway, or only its scheduler.
+on. The gateways (``sglang-fair gateway``) share what they route over their peer ports; clients reach
+them through HAProxy (:class:`~sglang_fair.harness.balancer.Balancer`, the compose profiles'
+configuration), which health-checks them. Every process runs in its own session, so a signal reaches the
+whole server or gateway, or only its scheduler.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.harness.balancer import Balancer
 from sglang_fair.harness.memory import SAMPLER
 from sglang_fair.harness.server import cpu_server_cmd, free_ports, stop, wait_ready
 
@@ -149,12 +152,14 @@ class LinkProxy:
 
 @dataclass
 class Cluster:
-    """The servers (``servers``), their feedback links (``links``, by server name) and the gateways."""
+    """The servers (``servers``), their feedback links (``links``, by server name), the gateways and the
+    load balancer in front of them (``balancer``: where clients send)."""
 
     servers: list[Proc]
     links: dict[str, LinkProxy]
     gateways: list[Proc]
     keys: dict[str, str]  # client -> API key (and ADMIN's)
+    balancer: Balancer
 
     def procs(self) -> list[Proc]:
         return [*self.servers, *self.gateways]
@@ -185,17 +190,20 @@ def start_cluster(stack: ExitStack, model: Path, tmp: Path, clients: dict[str, f
     for k, name in enumerate(("gateway-1", "gateway-2")):
         cmd = [sys.executable, "-m", "sglang_fair.cli", "gateway", "--worker-urls", urls,
                "--port", str(gw[k]), "--peer-port", str(peer[k]), "--peer-addresses",
-               f"127.0.0.1:{peer[1 - k]}", *common, *gateway_args]
+               f"127.0.0.1:{peer[1 - k]}", *common, "--fairness-admins", ADMIN, *gateway_args]
         gateways.append(Proc(name, cmd, f"http://127.0.0.1:{gw[k]}", tmp / f"{name}.log"))
-    cluster = Cluster(servers, links, gateways, keys)
+    balancer = Balancer([g.url for g in gateways], tmp / "haproxy.log")
+    cluster = Cluster(servers, links, gateways, keys, balancer)
     for proc in cluster.procs():
         proc.log.write_bytes(b"")
         stack.callback(proc.stop)
+    stack.callback(balancer.stop)
     for group in (servers, gateways):
         for proc in group:
             proc.start()
         for proc in group:
             proc.wait_ready(timeout)
+    balancer.start()
     return cluster
 
 

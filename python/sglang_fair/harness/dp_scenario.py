@@ -115,3 +115,46 @@ def _locality(heavy: ClientResult, workload: DPWorkload) -> float:
             per_program[workload.program_of(i)][o.dp_rank] += 1
     shares = [max(c.values()) / sum(c.values()) for c in per_program.values() if c]
     return sum(shares) / len(shares) if shares else float("nan")
+
+
+@dataclass(frozen=True)
+class WeightedWorkload:
+    """Two heavy clients of weights 4 and 1 (``serve --client-weights heavy-a=4,heavy-b=1``), each with
+    ``concurrency`` requests over its own prefix in flight: both backlogged, so DLPM splits the service
+    4:1. The summary's ``service_per_s`` gives the ratio."""
+
+    concurrency: int = 24
+    prefix_words: int = 300
+    question_words: int = 12
+    max_tokens: int = 32
+    weights: tuple[tuple[str, float], ...] = (("heavy-a", 4.0), ("heavy-b", 1.0))
+
+    def flag(self) -> str:
+        return ",".join(f"{name}={w:g}" for name, w in self.weights)
+
+    def specs(self) -> list[ClientSpec]:
+        out = []
+        for k, (name, _) in enumerate(self.weights):
+            prefix = words(500 + k, self.prefix_words)
+
+            def prompt(i: int, prefix: str = prefix, k: int = k) -> str:
+                return f"{prefix} {words(50_000 * (k + 1) + i, self.question_words)}"
+
+            out.append(ClientSpec(name, self.concurrency, prompt, self.max_tokens))
+        return out
+
+
+def run_weighted(url: str, workload: WeightedWorkload, duration: float) -> dict[str, Any]:
+    """Both clients for ``duration`` seconds: each one's service per second (w_e x uncached prompt +
+    w_q x output tokens, from the responses) and the ratio of the first to the second."""
+    results, _ = run_load(url, workload.specs(), duration)
+    ledger = ServiceLedger(CostModel(), window=None)
+    for name, r in results.items():
+        for o in r.done():
+            ledger.book(0.0, name, requests=1, input_tokens=o.prompt_tokens, cached_tokens=o.cached_tokens,
+                        extend_tokens=o.prompt_tokens - o.cached_tokens, output_tokens=o.completion_tokens)
+    service = {name: ledger.total(name, "actual") / duration for name in results}
+    (a, _), (b, _) = workload.weights
+    return {"service_per_s": {c: round(s, 1) for c, s in service.items()},
+            "done": {name: len(r.done()) for name, r in results.items()},
+            "ratio": round(service[a] / service[b], 3) if service[b] else None}

@@ -48,7 +48,7 @@ def capacity(cluster: Cluster, specs: Sequence[Spec], seconds: float, deadline: 
     """Requests answered per second with three times each closed-loop client's concurrency (the first
     fifth of ``seconds`` is warm-up)."""
     heavy = [dataclasses.replace(s, concurrency=3 * s.concurrency, rate=0.0) for s in specs]
-    traffic = Traffic([g.url for g in cluster.gateways], heavy, deadline).start()
+    traffic = Traffic(cluster.balancer.url, heavy, deadline).start()
     began = time.monotonic()
     time.sleep(seconds)
     traffic.stop()
@@ -79,7 +79,7 @@ def soak(cluster: Cluster, specs: Sequence[Spec], minutes: int, weights: dict[st
          minute: float = 60.0) -> list[dict[str, Any]]:
     """Run ``specs`` (open loop) for ``minutes``; one row per minute (also given to ``on_minute``)."""
     cost, rows = CostModel(), []
-    traffic = Traffic([g.url for g in cluster.gateways], specs, deadline).start()
+    traffic = Traffic(cluster.balancer.url, specs, deadline).start()
     start = last = time.monotonic()
     totals = fairness_totals(cluster)
     try:

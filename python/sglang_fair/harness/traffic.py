@@ -1,11 +1,12 @@
-"""Keyed OpenAI traffic as a load balancer sends it, every request recorded (``scripts/chaos.py``).
+"""Keyed OpenAI traffic to one endpoint (the load balancer in front of the gateways), every request
+recorded (``scripts/chaos.py``, ``scripts/soak_cluster.py``).
 
 Each :class:`Spec` is one client: ``concurrency`` threads sending back to back (closed loop), or,
-with ``rate``, requests started at Poisson times (open loop). A request goes to the gateways in turn;
-one whose gateway refuses the connection is sent to the next (what a load balancer does with a POST;
-counted in ``retried``); one cut after it was sent is not sent again. Streams are chat completions
-read to ``[DONE]`` (an error event instead is a ``cut``); the others are ``/generate``. Every request
-ends as one :class:`Record` within ``deadline`` seconds (``deadline``: the client gave up).
+with ``rate``, requests started at Poisson times (open loop). A request is sent once: one cut after it
+was sent is not sent again (the load balancer retries only a request that never reached a gateway).
+Streams are chat completions read to ``[DONE]`` (an error event instead is a ``cut``); the others are
+``/generate``. Every request ends as one :class:`Record` within ``deadline`` seconds (``deadline``: the
+client gave up).
 """
 
 from __future__ import annotations
@@ -53,28 +54,21 @@ class Record:
     sent: float
     ended: float = 0.0
     status: int = 0  # HTTP status of the last try (0: no answer)
-    outcome: str = ""  # ok, cut, 503, 429, 4xx, 5xx, transport, deadline, refused (by every gateway)
+    outcome: str = ""  # ok, cut, 503, 502 (the load balancer's), 429, 4xx, 5xx, transport, deadline, refused
     detail: str = ""
-    gateway: int = -1
-    retried: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
 
-class Refused(Exception):
-    """The gateway refused the connection: nothing was sent."""
-
-
 class Traffic:
-    """The clients of ``specs`` against ``gateways`` until :meth:`stop`; ``records`` keeps them all."""
+    """The clients of ``specs`` against ``endpoint`` until :meth:`stop`; ``records`` keeps them all."""
 
-    def __init__(self, gateways: Sequence[str], specs: Sequence[Spec], deadline: float = 60.0,
+    def __init__(self, endpoint: str, specs: Sequence[Spec], deadline: float = 60.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self.gateways, self.specs, self.deadline, self.clock = list(gateways), list(specs), deadline, clock
+        self.endpoint, self.specs, self.deadline, self.clock = endpoint, list(specs), deadline, clock
         self.records: list[Record] = []
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        self.turn = itertools.count()
         self.threads: list[threading.Thread] = []
 
     def start(self) -> Traffic:
@@ -101,7 +95,8 @@ class Traffic:
         for i in itertools.count(k * 1_000_000):
             if self.stopping.is_set():
                 return
-            self.send(spec, i)
+            if self.send(spec, i).outcome == "429":  # over the client's bound: wait its Retry-After (1 s)
+                self.stopping.wait(1.0)
 
     def _open_loop(self, spec: Spec, _: int) -> None:
         rng = random.Random(spec.name)
@@ -115,16 +110,9 @@ class Traffic:
             self.threads.append(t)
 
     def send(self, spec: Spec, i: int) -> Record:
-        """One request of ``spec``, tried at the gateways in turn; its record (also kept)."""
+        """One request of ``spec``; its record (also kept)."""
         record = Record(spec.name, spec.stream, self.clock())
-        first = next(self.turn)
-        for attempt in range(len(self.gateways)):
-            record.gateway, record.retried = (first + attempt) % len(self.gateways), attempt
-            try:
-                self._one(self.gateways[record.gateway], spec, i, record)
-                break
-            except Refused as err:
-                record.outcome, record.detail = "refused", str(err)
+        self._one(self.endpoint, spec, i, record)
         record.ended = self.clock()
         with self.lock:
             self.records.append(record)
@@ -150,11 +138,12 @@ class Traffic:
         except urllib.error.HTTPError as err:
             record.status = err.code
             record.detail = err.read().decode(errors="replace")[:300]
-            record.outcome = str(err.code) if err.code in (429, 503) else f"{err.code // 100}xx"
-        except urllib.error.URLError as err:  # no connection: a load balancer tries the next gateway
+            record.outcome = str(err.code) if err.code in (429, 502, 503) else f"{err.code // 100}xx"
+        except urllib.error.URLError as err:
             if isinstance(err.reason, ConnectionRefusedError):
-                raise Refused(f"{gateway}: {err.reason}") from None
-            self._failed(record, err.reason)
+                record.outcome, record.detail = "refused", f"{gateway}: {err.reason}"
+            else:
+                self._failed(record, err.reason)
         except (OSError, http.client.HTTPException) as err:  # after sending: not sent again (POST)
             self._failed(record, err)
 

@@ -25,9 +25,10 @@ def publisher(context: Any, host: str, port: int, keys: CurveKeys | None = None
     return sock, auth
 
 
-def subscriber(context: Any, endpoint: str, keys: CurveKeys | None = None,
+def subscriber(context: Any, endpoint: str | None, keys: CurveKeys | None = None,
                server_key: bytes | None = None) -> Any:
-    """A SUB socket on every message of ``endpoint`` (``tcp://HOST:PORT``), reconnecting with backoff;
+    """A SUB socket on every message of ``endpoint`` (``tcp://HOST:PORT``; None: the caller connects it,
+    as ``gateway/peer_dns.py`` does to every address a name resolves to), reconnecting with backoff;
     with ``keys`` a CURVE client of the publisher's public key ``server_key`` (default: the first of
     ``keys.peers``, the servers' key)."""
     sock = context.socket(zmq.SUB)
@@ -37,5 +38,6 @@ def subscriber(context: Any, endpoint: str, keys: CurveKeys | None = None,
         sock.curve_secretkey, sock.curve_publickey = keys.secret, keys.public
         sock.curve_serverkey = server_key if server_key is not None else keys.peers[0]
     sock.setsockopt(zmq.SUBSCRIBE, b"")
-    sock.connect(endpoint)
+    if endpoint is not None:
+        sock.connect(endpoint)
     return sock

@@ -14,6 +14,9 @@ A host (the fair router process, the simulator, a test) drives a :class:`Routing
     on_prefill_budget(worker, tokens)
                               the worker can still take ``tokens`` prefill tokens within its TTFT
                               target (FairBatching's report; only ``pab`` reads it)
+    on_load(worker, load)     the worker's own report (:class:`WorkerLoad`: requests running and
+                              waiting there, its measured service rate), every heartbeat: the base
+                              keeps it and learns the worker's capacity from it
     forget(client)            drop the client's per-client state (it returns as a new client)
 
     mark_dead(worker) / mark_alive(worker)
@@ -22,6 +25,14 @@ A host (the fair router process, the simulator, a test) drives a :class:`Routing
 
 Queue size s_w counts requests dispatched to w and not yet finished, as in [1] Alg. 2. Ties between
 equally good workers go to the lowest index, so runs are deterministic. Time is never read.
+
+Capacity c_w, the requests worker w runs at once when it has more than it can run: at first its
+configured maximum (``worker_capacity``, or the cap its reports name: SGLang's max running requests),
+then learned from its load reports (:meth:`RoutingPolicy.on_load`): a worker that reports requests
+waiting runs all it can, so c_w is what it runs; one with nothing waiting runs at least what it runs.
+Where the KV pool binds before the running cap (long requests, large caps) c_w is far below the
+configured maximum, so a policy that balances or spills by c_w means the same on every machine and at
+every cap.
 """
 
 from __future__ import annotations
@@ -29,7 +40,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar, Protocol
+from typing import ClassVar, NamedTuple, Protocol
 
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
@@ -60,6 +71,22 @@ class RouterConfig:
     quantum_requests: float = field(default=4.0, metadata={
         "help": "fair_cache_aware: a client's per-worker quantum is at least this many of its largest "
                 "recent requests"})
+    quantum_s: float = field(default=2.0, metadata={
+        "help": "fair_cache_aware: a client's per-worker credit per refill, in seconds of a worker's "
+                "measured service (reported with its load); 0, or before any report: --router-quantum units"})
+    spill_ratio: float = field(default=1.5, metadata={
+        "help": "fair_cache_aware: a request goes to the least-filled worker instead of its chosen one when "
+                "that is filled more than this x the least's fill + --router-spill-slack (fill: requests "
+                "in flight per request a worker runs at once)"})
+    spill_slack: float = field(default=0.0625, metadata={
+        "help": "fair_cache_aware: see --router-spill-ratio"})
+    spread_backlog: float = field(default=1.0, metadata={
+        "help": "fair_cache_aware: a client with more than this x a worker's capacity in flight at the "
+                "holder of its prompt, and none at a worker not overfilled, goes there (clients placed by "
+                "their prompts are then served across workers, not per worker); 0: never"})
+    hold_threshold: float = field(default=0.1, metadata={
+        "help": "fair_cache_aware: a request goes to the holders of its longest cached match when it covers "
+                "more than this share of the prompt (cache_aware: --router-cache-threshold)"})
     cache_threshold: float = field(default=0.3, metadata={"help": "cache_aware: match rate to exploit"})
     balance_abs_threshold: int = field(default=64, metadata={
         "help": "cache_aware: max-min load; d2lpm_guarded: holder's minus lightest queue"})
@@ -78,14 +105,21 @@ class RouterConfig:
         "help": "per_server: how the load balancer picks a server", "choices": SERVER_BALANCERS})
     server_policy: str = field(default="fair_cache_aware", metadata={
         "help": "per_server: each server's own routing policy over its workers"})
+    worker_capacity: int = field(default=0, metadata={
+        "help": "requests a worker runs at once before its reports say (SGLang's max running requests; "
+                "0: 64 until the first report)"})
     cost: CostModel = field(default_factory=CostModel)
 
     def __post_init__(self) -> None:
         require(self.num_workers >= 1, f"num_workers must be >= 1, got {self.num_workers}")
         require(self.quantum > 0, f"--router-quantum (Q^w) must be > 0, got {self.quantum}")
+        require(self.quantum_s >= 0, f"--router-quantum-s must be >= 0, got {self.quantum_s}")
+        require(self.spill_ratio >= 1, f"--router-spill-ratio must be >= 1, got {self.spill_ratio}")
+        require(self.spill_slack >= 0, f"--router-spill-slack must be >= 0, got {self.spill_slack}")
+        require(self.spread_backlog >= 0, f"--router-spread-backlog must be >= 0, got {self.spread_backlog}")
         require(self.quantum_requests >= 1,
                 f"--router-quantum-requests must be >= 1, got {self.quantum_requests}")
-        for name in ("cache_threshold", "preble_threshold"):
+        for name in ("cache_threshold", "preble_threshold", "hold_threshold"):
             value = getattr(self, name)
             require(0 <= value <= 1, f"{name} must be in [0, 1], got {value}")
         require(self.balance_abs_threshold >= 0, "balance_abs_threshold must be >= 0")
@@ -95,8 +129,23 @@ class RouterConfig:
         require(self.preble_window >= 1, f"preble_window must be >= 1, got {self.preble_window}")
         require(self.preble_balance >= 1, f"preble_balance must be >= 1, got {self.preble_balance}")
         require(self.server_workers >= 0, f"server_workers must be >= 0, got {self.server_workers}")
+        require(self.worker_capacity >= 0, f"worker_capacity must be >= 0, got {self.worker_capacity}")
         require(self.server_balancer in SERVER_BALANCERS,
                 f"server_balancer must be one of {SERVER_BALANCERS}, got {self.server_balancer!r}")
+
+
+DEFAULT_CAPACITY = 64  # requests a worker is assumed to run at once until it reports (SGLang's CPU default)
+
+
+class WorkerLoad(NamedTuple):
+    """A worker's report of itself (its heartbeat): requests running and waiting in its scheduler, its
+    measured service rate (the admission policy's cost units per busy second; 0: not measured) and its
+    cap on running requests (SGLang's max running requests; 0: not said)."""
+
+    running: int
+    waiting: int
+    service_rate: float = 0.0
+    max_running: int = 0
 
 
 class NoWorkerError(RuntimeError):
@@ -122,6 +171,9 @@ class RoutingPolicy(ABC):
         self.tree = GlobalRadixTree(config.max_tree_tokens)
         self.routed_tokens = [0] * config.num_workers  # input tokens dispatched to each worker
         self.matched_tokens = [0] * config.num_workers  # of which the tree said it already held
+        self.capacity = [config.worker_capacity or DEFAULT_CAPACITY] * config.num_workers  # c_w
+        self.reports: list[WorkerLoad | None] = [None] * config.num_workers  # each worker's last
+        self.saturated = [False] * config.num_workers  # has reported requests waiting
         self._held: tuple[RouteRequest, dict[int, int]] | None = None  # held(), for the request at hand
 
     def hit_estimate(self, worker: int) -> float | None:
@@ -197,3 +249,26 @@ class RoutingPolicy(ABC):
     def on_evict(self, worker: int, tokens: TokenKey, start: int = 0) -> None:
         if self.uses_tree:
             self.tree.remove(tokens, worker, start)
+
+    def on_load(self, worker: int, load: WorkerLoad) -> None:
+        """``worker``'s report of itself: kept, and its capacity c_w learned (module docstring)."""
+        if worker not in self.workers:
+            raise ConfigError(f"unknown worker {worker}")
+        self.reports[worker] = load
+        if load.waiting > 0:
+            self.saturated[worker] = True
+            self.capacity[worker] = max(1, load.running)
+        elif not self.saturated[worker] and load.max_running:
+            self.capacity[worker] = max(load.running, load.max_running)  # its cap, until it fills
+        else:
+            self.capacity[worker] = max(self.capacity[worker], load.running)
+
+    def fill(self, worker: int) -> float:
+        """Requests in flight at ``worker`` per request it runs at once (> 1: some wait there)."""
+        return self.queue[worker] / self.capacity[worker]
+
+    def service_rate(self) -> float:
+        """The live workers' mean reported service rate (0 until one reports a rate)."""
+        reports = [self.reports[w] for w in self.alive]
+        rates = [r.service_rate for r in reports if r is not None and r.service_rate > 0]
+        return sum(rates) / len(rates) if rates else 0.0

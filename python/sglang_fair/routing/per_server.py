@@ -19,7 +19,7 @@ from dataclasses import replace
 
 from sglang_fair.core.errors import require
 from sglang_fair.core.global_tree import TokenKey
-from sglang_fair.routing.base import NoWorkerError, RouterConfig, RouteRequest, RoutingPolicy
+from sglang_fair.routing.base import NoWorkerError, RouterConfig, RouteRequest, RoutingPolicy, WorkerLoad
 
 
 def client_hash(client: str) -> int:
@@ -103,6 +103,11 @@ class PerServer(RoutingPolicy):
     def on_prefill_budget(self, worker: int, tokens: float) -> None:
         server, local = self.place(worker)
         server.on_prefill_budget(local, tokens)
+
+    def on_load(self, worker: int, load: WorkerLoad) -> None:
+        super().on_load(worker, load)
+        server, local = self.place(worker)
+        server.on_load(local, load)
 
     def forget(self, client: str) -> None:
         for server in self.servers:

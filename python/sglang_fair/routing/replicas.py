@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 
 from sglang_fair.core.global_tree import TokenKey
-from sglang_fair.routing.base import RouterConfig, RouteRequest, RoutingPolicy
+from sglang_fair.routing.base import RouterConfig, RouteRequest, RoutingPolicy, WorkerLoad
 
 Notice = tuple[int, Callable[[RoutingPolicy], None]]  # (origin replica, what the others apply)
 
@@ -106,6 +106,11 @@ class Replicas(RoutingPolicy):
     def on_prefill_budget(self, worker: int, tokens: float) -> None:
         for replica in self.replicas:
             replica.on_prefill_budget(worker, tokens)
+
+    def on_load(self, worker: int, load: WorkerLoad) -> None:
+        super().on_load(worker, load)
+        for replica in self.replicas:
+            replica.on_load(worker, load)
 
     def forget(self, client: str) -> None:
         for replica in self.replicas:

@@ -23,7 +23,6 @@ from sglang_fair.batching import BatchingConfig
 from sglang_fair.core.cost import CostModel, parse_weights
 from sglang_fair.core.errors import require
 from sglang_fair.core.flags import add_flags, from_flags
-from sglang_fair.edge.admins import parse_admins
 from sglang_fair.edge.config import EdgeConfig, edge_config
 from sglang_fair.links.feedback_hub import FeedbackConfig
 
@@ -43,8 +42,8 @@ class FairConfig:
     """What ``sglang-fair serve`` adds to SGLang's flags, over the core's own configs: Q^u
     (``--fair-quantum``, :class:`AdmissionConfig`), the cost (``--w-e``, ``--w-q``,
     ``--client-weights``, :class:`CostModel`), the HTTP edge shared with the gateway (client identity,
-    per-client bounds, the trusted gateway: :class:`EdgeConfig`), the clients reading every client
-    (``--fairness-admins``), the feedback gateways hear (``--feedback-...``, :class:`FeedbackConfig`),
+    per-client bounds, the trusted gateway, the clients reading every client: :class:`EdgeConfig`),
+    the feedback gateways hear (``--feedback-...``, :class:`FeedbackConfig`),
     and batch formation
     (``--batch-policy fairbatching``: the time-budget chunk sizing of ``chunk_sizer.py``,
     :class:`BatchingConfig`). The admission policy's name is SGLang's ``--schedule-policy``."""
@@ -53,9 +52,6 @@ class FairConfig:
     batching: BatchingConfig = field(default_factory=BatchingConfig)
     feedback: FeedbackConfig = field(default_factory=FeedbackConfig)
     edge: EdgeConfig = field(default_factory=EdgeConfig)
-    fairness_admins: str = field(
-        default="", metadata={"help": "comma-separated clients of --client-keys whose keys read every "
-                                      "client at /fairness and /metrics (other keys: their own row)"})
     client_max_queued: int = field(
         default=1024, metadata={"help": "requests one client may have waiting in one scheduler (in the "
                                         "router: in flight, times the workers); more get 429, Retry-After "
@@ -64,12 +60,6 @@ class FairConfig:
     def __post_init__(self) -> None:
         require(self.client_max_queued >= 0,
                 f"--client-max-queued must be >= 0, got {self.client_max_queued}")
-        keys = self.edge.key_table
-        admins = self.admins()
-        require(not admins or keys.enabled, "--fairness-admins needs --client-keys")
-        unknown = sorted(admins - set(keys.clients.values()))
-        require(not unknown or not keys.enabled,
-                f"--fairness-admins names clients without a key in --client-keys: {', '.join(unknown)}")
         require(self.batching.policy in BATCHING_POLICIES,
                 f"--batch-policy {self.batching.policy!r}: SGLang workers run "
                 f"{' or '.join(BATCHING_POLICIES)} "
@@ -79,7 +69,7 @@ class FairConfig:
 
     def admins(self) -> frozenset[str]:
         """The clients whose keys may read every client's figures."""
-        return parse_admins(self.fairness_admins)
+        return self.edge.admins()
 
     def cost(self) -> CostModel:
         """The cost model with every client's weight (workers and the router use the same)."""

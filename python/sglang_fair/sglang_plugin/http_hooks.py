@@ -18,6 +18,8 @@ from sglang_fair.edge.model_names import ModelNameMiddleware, ModelNames
 from sglang_fair.edge.trust import PinnedRankMiddleware, is_trusted
 from sglang_fair.links.feedback_hub import ADVERT_PATH, FeedbackConfig, advert
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_from_env
+from sglang_fair.sglang_plugin.fairness_page import install as install_page
+from sglang_fair.sglang_plugin.fairness_page import page_for_server
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
 from sglang_fair.sglang_plugin.ready import ready_line
 from sglang_fair.sglang_plugin.request_slo import carry, with_request_slo
@@ -156,7 +158,8 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     if pins_guarded(config, router):
         app.add_middleware(PinnedRankMiddleware, token=edge.gateway_token, router=router)  # before identity
     app.add_middleware(JsonBodyMiddleware)  # a body that is not a JSON object: 400, before any reader
-    app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=edge.max_body_bytes)  # outermost: first
+    app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=edge.max_body_bytes)
+    install_page(app, page_for_server(server_args, config))  # /fairness/ui; counts answers (outermost)
     return None
 
 

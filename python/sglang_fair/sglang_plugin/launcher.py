@@ -120,7 +120,8 @@ def run(config: FairConfig, sglang_args: Sequence[str], router: RouterSettings |
     hub = FeedbackHub(config.feedback, private_dir("sgl-hub-")).start() if config.feedback.enabled else None
     process = None
     if plan.policy is not None:
-        process = start_router(plan.policy, server_args.dp_size, router or RouterSettings(), config)
+        process = start_router(plan.policy, server_args.dp_size, router or RouterSettings(), config,
+                               getattr(server_args, "max_running_requests", None) or 0)
     try:
         run_server(server_args)
     finally:

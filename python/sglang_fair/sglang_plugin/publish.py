@@ -38,6 +38,7 @@ class Publisher:
         self._last_time: float | None = None  # when the last snapshot was written; None: never
         self._last_version = -1
         self.gauges: Any = None  # a client_gauges.ClientGauges when --enable-metrics
+        self.quantum: Callable[[], float] | None = None  # the policy's Q^u for the bound (the page's)
 
     def maybe_write(self, version: int, idle: bool, snapshot: Any) -> None:
         """Write ``snapshot()`` if the state changed and (idle or ``interval`` passed)."""
@@ -47,7 +48,9 @@ class Publisher:
         if not idle and self._last_time is not None and now - self._last_time < self.interval:
             return
         clients = snapshot()
-        payload = {"policy": self.policy, "clients": clients}
+        payload: dict[str, Any] = {"policy": self.policy, "clients": clients}
+        if self.quantum is not None:
+            payload["quantum"] = self.quantum()
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(payload))
         os.replace(tmp, self.path)
@@ -58,7 +61,8 @@ class Publisher:
 
 def read_all(directory: Path | None) -> dict[str, Any]:
     """Merge the schedulers' snapshots: ``{"policy", "schedulers", "clients": {c: figures},
-    "internal": {c: figures}}``.
+    "internal": {c: figures}, "quantum"}`` (``quantum``: the largest Q^u a scheduler published, None
+    when none did).
 
     Token counts, service and queue figures are summed over DP ranks; ``counter`` is the sum of the
     per-rank counters (each rank runs its own policy). With several ranks, ``counters`` lists every
@@ -85,7 +89,9 @@ def read_all(directory: Path | None) -> dict[str, Any]:
             figures["counters"] = counters
     internal = {c: merged.pop(c) for c in sorted(INTERNAL_CLIENTS) if c in merged}
     policy = next((d["policy"] for d in reversed(snapshots) if d.get("policy") is not None), None)
-    return {"policy": policy, "schedulers": len(snapshots), "clients": merged, "internal": internal}
+    quanta = [float(d["quantum"]) for d in snapshots if isinstance(d.get("quantum"), int | float)]
+    return {"policy": policy, "schedulers": len(snapshots), "clients": merged, "internal": internal,
+            "quantum": max(quanta) if quanta else None}
 
 
 def _rank(path: Path) -> int:

@@ -1,4 +1,5 @@
-"""The one line ``serve`` prints when it is ready: where, which policies, where to look.
+"""The one line ``serve`` prints when it is ready: where, which policies, where to look (``/fairness``,
+the fairness page, the router's view).
 
 SGLang's own "The server is fired up and ready to roll!" is an INFO line among many; this one is printed
 (stdout, whatever the log level) once SGLang's warm-up succeeded (``http_hooks.wait_and_warmup``).
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sglang_fair.dashboard.page import PAGE_PATH
 from sglang_fair.sglang_plugin.router_link import RouterLink
 from sglang_fair.sglang_plugin.router_view import ROUTER_PATH
 
@@ -24,5 +26,6 @@ def ready_line(server_args: Any, link: RouterLink | None, keys: bool) -> str:
         parts.append(f"routing {link.policy or 'by the global router'} ({url}{ROUTER_PATH})")
     elif workers > 1:
         parts.append(f"routing SGLang's {getattr(server_args, 'load_balance_method', '?')}")
-    parts.append(f"per-client figures at {url}/fairness" + (" (with an API key)" if keys else ""))
+    parts.append(f"per-client figures at {url}/fairness" + (" (with an API key)" if keys else "")
+                 + f", the page at {url}{PAGE_PATH}")
     return f"sglang-fair: ready on {url}: " + "; ".join(parts)

@@ -178,14 +178,17 @@ def with_client_ttl(settings: RouterSettings, config: FairConfig, num_workers: i
 
 
 def start_router(policy: str, num_workers: int, settings: RouterSettings,
-                 config: FairConfig) -> RouterProcess:
+                 config: FairConfig, max_running: int = 0) -> RouterProcess:
     """Export the :class:`RouterLink` (every SGLang process started after this sees it) and start
     ``sglang-fair router`` on it, with the workers' cost and every client's weight (flag and key file),
-    so the router's D²LPM is weighted as DLPM is."""
+    so the router's D²LPM is weighted as DLPM is, and the workers' ``--max-running-requests`` as their
+    capacity until their heartbeats say more."""
     directory = private_dir("sgl-fair-")  # short: ipc:// paths have a length limit
     link = RouterLink(directory, num_workers, settings.service.heartbeat_interval,
                       prefill_budget=policy == "pab", policy=policy)
     os.environ[ENV_ROUTER] = link.to_env()
     settings = with_client_ttl(settings, config, num_workers)
+    if max_running and not settings.routing.worker_capacity:
+        settings = replace(settings, routing=replace(settings.routing, worker_capacity=max_running))
     cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(link, policy, settings, config.cost())]
     return RouterProcess(cmd, directory)

@@ -62,7 +62,7 @@ class RouterLink:
     num_workers: int
     heartbeat_interval: float = 0.5
     prefill_budget: bool = False  # workers report their prefill admission budget (the pab router)
-    policy: str = ""  # the routing policy the router runs (for the ready line)
+    policy: str = ""  # the router's routing policy (the fairness page's bound, the ready line)
 
     def __post_init__(self) -> None:
         require(self.num_workers >= 1, f"num_workers must be >= 1, got {self.num_workers}")

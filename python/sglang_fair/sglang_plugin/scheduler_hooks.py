@@ -17,6 +17,7 @@ from sglang_fair.sglang_plugin.match_index import INDEX_ATTR
 from sglang_fair.sglang_plugin.pab_report import report_prefill_budget
 from sglang_fair.sglang_plugin.publish import Publisher, state_dir
 from sglang_fair.sglang_plugin.state import FairState
+from sglang_fair.sglang_plugin.worker_hooks import report_load
 
 logger = logging.getLogger("sglang_fair")
 STATE_ATTR = "_sglang_fair_state"
@@ -150,6 +151,7 @@ def process_batch_result(_result: Any, self: Any, batch: Any, *args: Any, **kwar
                         budget.steps, *budget.policy.model.coefficients)
     report_prefill_budget(self, batch, budget)
     state = state_of(self.policy)
+    report_load(self, state.policy.service_rate if state is not None else 0.0, batch)
     if state is None:
         return
     state.after_step()
@@ -179,6 +181,8 @@ def _make_publisher(scheduler: Any, state: FairState) -> Publisher | bool:
         return False
     dp_rank = parallel.dp_rank or 0
     publisher = Publisher(directory / f"scheduler-{dp_rank}.json", state.policy.name)
+    policy = state.policy  # Q^u as the bound takes it: the largest a refill gave, else the current one
+    publisher.quantum = lambda: max(float(getattr(policy, "largest_quantum", 0.0)), policy.quantum)
     if get_observability().enable_metrics:
         from sglang_fair.sglang_plugin.client_gauges import ClientGauges
 

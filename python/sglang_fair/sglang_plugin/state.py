@@ -194,6 +194,7 @@ class FairState:
         else:
             candidates = [self.waiting[r.rid] for r in waiting_queue]
         tried = _Tried(budget)
+        self.policy.tick(self.clock())  # a quantum in time measures the worker's service
         admitted = self.policy.select(candidates, tried)
         for ad in admitted:
             self._leave_waiting(ad.rid)

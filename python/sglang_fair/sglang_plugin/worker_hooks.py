@@ -69,6 +69,7 @@ class WorkerLink:
         self.dropped = 0
         self.drop_finished, self.finished_count = drop_every(), 0
         self.prefill_budget: int | None = None  # the latest PAB (pab_report.py), sent with heartbeats
+        self.load: wm.Load | None = None  # the scheduler's latest (report_load), sent with heartbeats
         threading.Thread(target=self._beat, name="sglang-fair-heartbeat", daemon=True).start()
 
     def _feedback_sockets(self) -> list[zmq.Socket[bytes]]:
@@ -85,7 +86,7 @@ class WorkerLink:
         while True:
             self.seq += 1
             beat = wm.Heartbeat(worker=self.rank, seq=self.seq, inflight=len(self.routed), loops=self.loops,
-                                prefill_budget=self.prefill_budget)
+                                prefill_budget=self.prefill_budget, load=self.load)
             self._send(beat, socks)
             time.sleep(self.interval)
 
@@ -225,3 +226,16 @@ class EvictionPublisher:
 
     def describe_local_source(self, block_size: int) -> None:
         return None
+
+
+def report_load(scheduler: Any, service_rate: float, batch: Any = None) -> None:
+    """What the scheduler runs (its running batch and the batch just run: a prefill batch joins the
+    running one only at the next step) and holds waiting, its admission policy's measured service rate and
+    its cap on running requests, for the next heartbeat (the router learns the worker's capacity from it)."""
+    link = worker_link(create=False)
+    if link is not None:
+        just_run = getattr(batch, "reqs", None) or ()
+        reqs = {id(r) for r in scheduler.running_batch.reqs} | {id(r) for r in just_run}
+        link.load = wm.Load(running=len(reqs), waiting=len(scheduler.waiting_queue),
+                            service_rate=max(0.0, service_rate),
+                            max_running=max(0, int(getattr(scheduler, "max_running_requests", 0) or 0)))

@@ -79,6 +79,9 @@ class ClusterSimConfig:
     dp: int = field(default=1, metadata={"help": "data-parallel workers (GPUs)"})
     feedback_delay: float = field(
         default=0.005, metadata={"help": "seconds before the router hears of finishes and evictions"})
+    load_interval: float = field(default=0.5, metadata={
+        "help": "seconds between a worker's load reports to the router (running, waiting, service "
+                "rate), as the heartbeats of a real worker"})
     eviction_feedback: bool = field(default=True, metadata={
         "help": "the router hears of the workers' evictions (off: its tree learns only from dispatches, "
                 "as a gateway's over servers without --feedback-port)"})
@@ -97,6 +100,7 @@ class ClusterSimConfig:
         require(self.dp >= 1, f"dp must be >= 1, got {self.dp}")
         require(self.router_replicas >= 1, f"router_replicas must be >= 1, got {self.router_replicas}")
         require(self.replica_lag >= 0, f"replica_lag must be >= 0, got {self.replica_lag}")
+        require(self.load_interval > 0, f"load_interval must be > 0, got {self.load_interval}")
         require(self.feedback_delay >= 0, f"feedback_delay must be >= 0, got {self.feedback_delay}")
         require(self.max_time >= 0, f"max_time must be >= 0, got {self.max_time}")
         require(self.window > 0, f"window must be > 0, got {self.window}")

@@ -1,15 +1,14 @@
 """The simulator's engine in lock-step: the minimal deterministic cluster loop of the demo and the
 property tests.
 
-Time is the step index. At each step: requests that have arrived are routed (the real routing
-policy) and queued at their worker; every worker runs one step of the simulator's own
-:class:`EngineWorker`, configured as the simplest engine SGLang can be (:meth:`LockstepConfig.engine`):
-prefill and decode mixed in one step (every running request produces a token while new ones
-prefill, the first token coming from the prefill), no chunking, every request's whole output
-reserved (``ignore_eos``), so nothing is ever retracted, and admission tried at every step. The
-router hears of finished requests and cache evictions at once. A :class:`Recorder` sees the cluster
-at the start of each step ("arrived"), after admission ("admitted") and after the step ("forwarded").
-"""
+Time is the step index (policies that measure service per second measure it per step). At each step:
+requests that have arrived are routed (the real routing policy) and queued at their worker; every worker
+runs one step of the simulator's own :class:`EngineWorker`, configured as the simplest engine SGLang can
+be (:meth:`LockstepConfig.engine`): prefill and decode mixed in one step (every running request produces
+a token while new ones prefill, the first token coming from the prefill), no chunking, every request's
+whole output reserved (``ignore_eos``), so nothing is ever retracted, and admission tried at every step.
+The router hears of finished requests and cache evictions at once. A :class:`Recorder` sees the cluster
+at the start of each step ("arrived"), after admission ("admitted") and after the step ("forwarded")."""
 
 from __future__ import annotations
 
@@ -90,7 +89,7 @@ class Lockstep:
                 self._arrive(pending[nxt])
                 nxt += 1
             self._observe(recorder, "arrived")
-            plans = [w.start_step() for w in self.workers]
+            plans = [w.start_step(float(self.step)) for w in self.workers]
             self._observe(recorder, "admitted")
             for worker, plan in zip(self.workers, plans, strict=True):
                 if plan is not None:

@@ -14,10 +14,12 @@ from __future__ import annotations
 import gc
 import heapq
 import itertools
+import math
 import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from enum import IntEnum
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -28,6 +30,7 @@ from sglang_fair.core.global_tree import token_view
 from sglang_fair.core.radix_cache import Evicted
 from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
 from sglang_fair.routing import make_routing_policy
+from sglang_fair.routing.base import WorkerLoad
 from sglang_fair.routing.replicas import Replicas
 from sglang_fair.sim.batch import StepOutcome
 from sglang_fair.sim.config import resolve_engine
@@ -81,9 +84,10 @@ class Simulator:
         self.model = model or step_model
         kv = engine.kv_tokens or kv
         engine = resolve_engine(engine, kv)
-        self.router = (Replicas(spec.routing, self.cfg.router_replicas, self.cfg.replica_sharing,
+        routing = replace(spec.routing, worker_capacity=spec.routing.worker_capacity or engine.max_running)
+        self.router = (Replicas(routing, self.cfg.router_replicas, self.cfg.replica_sharing,
                                 self.cfg.replica_lag)
-                       if self.cfg.router_replicas > 1 else make_routing_policy(spec.routing))
+                       if self.cfg.router_replicas > 1 else make_routing_policy(routing))
         batching = resolve_batching(spec.batching, self.model)
         slos = batching.slo_table()
         self.workers = [
@@ -107,6 +111,7 @@ class Simulator:
         self._completing: EngineWorker | None = None
         self._version = [0] * spec.cluster.dp  # of each worker's pending step-end event
         self._started = [0.0] * spec.cluster.dp  # start of each worker's current plan
+        self._reported = [-math.inf] * spec.cluster.dp  # when each worker last reported its load
         self.decode_plans: list[tuple[float, int, int]] = []  # (start, requests decoding, steps)
         self._literals: dict[int, tuple[tuple[int, ...], bytes]] = {}  # the workload's literal parts, packed
 
@@ -207,6 +212,8 @@ class Simulator:
             idx = worker.index
             self._push(self.now + self.cfg.feedback_delay, FEEDBACK,
                        lambda: self.router.on_prefill_budget(idx, budget))
+        if self.now - self._reported[worker.index] >= self.cfg.load_interval:
+            self._report_load(worker)
         if out.evicted and self.cfg.eviction_feedback:
             evs = out.evicted
             idx = worker.index
@@ -224,6 +231,15 @@ class Simulator:
                 prog.first_token = now
         for req in out.retracted:
             self.requests[req.rid].retractions += 1
+
+    def _report_load(self, worker: EngineWorker) -> None:
+        """The worker's heartbeat: what runs and waits there and its service rate, heard after the
+        feedback delay."""
+        idx = worker.index
+        self._reported[idx] = self.now
+        load = WorkerLoad(len(worker.running), len(worker.waiting) + len(worker.inbox),
+                          worker.policy.service_rate, worker.config.max_running)
+        self._push(self.now + self.cfg.feedback_delay, FEEDBACK, lambda: self.router.on_load(idx, load))
 
     def _evicted(self, worker: int, evicted: list[Evicted]) -> None:
         for e in evicted:

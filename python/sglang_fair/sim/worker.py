@@ -150,6 +150,7 @@ class EngineWorker:
         for req in self.inbox:
             self._accept(req)
         self.inbox.clear()
+        self.policy.tick(now)
         if self.formation is not None:
             self.plan = self.formation.plan(now)
         else:

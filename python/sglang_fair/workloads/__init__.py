@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from sglang_fair.core.errors import ConfigError
-from sglang_fair.workloads import arena, judge, multiturn, qa, tot
+from sglang_fair.workloads import arena, judge, multiturn, qa, shared_prompt, tot
 from sglang_fair.workloads.arrivals import gamma_arrivals
 from sglang_fair.workloads.config import WorkloadConfig, data_file
 from sglang_fair.workloads.program import Call, OutputOf, Program, ProgramRun, PromptOf, call_count
@@ -26,7 +26,8 @@ from sglang_fair.workloads.trace import SOURCE_FILES, load_trace
 
 # Default programs per second per worker, summed over clients: about 2x what one worker of the
 # A100 preset finishes with well-behaved clients, so queues build up and scheduling matters.
-DEFAULT_RATE_PER_WORKER = {"tot": 1.0, "judge": 2.4, "qa": 16.0, "multiturn": 12.0, "mix": 1.0}
+DEFAULT_RATE_PER_WORKER = {"tot": 1.0, "judge": 2.4, "qa": 16.0, "multiturn": 12.0, "mix": 1.0,
+                           "sysprompt": 18.0, "groups": 24.0}
 # [1] Fig. 12's mix: two clients in multi-turn conversations, two sending programs (ToT, judge);
 # client i sends MIX_KINDS[i % 4], every client at the same program rate.
 MIX_KINDS = ("multiturn", "multiturn", "tot", "judge")
@@ -65,7 +66,11 @@ PROGRAM_KINDS: dict[str, ProgramKind] = {  # loaded in this order (the data draw
     "judge": ProgramKind(_nothing, _judge),
     "qa": ProgramKind(qa.make_documents, qa.make_program),
     "multiturn": ProgramKind(multiturn.load_turns, _multiturn),
+    "sysprompt": ProgramKind(shared_prompt.load_prompts, shared_prompt.make_program),
+    "groups": ProgramKind(shared_prompt.load_prompts, shared_prompt.make_program),
 }
+S1_RATE_FACTORS = {"qa": qa.S1_RATE_FACTOR, "multiturn": multiturn.S1_RATE_FACTOR,
+                   "sysprompt": shared_prompt.S1_RATE_FACTOR, "groups": shared_prompt.S1_RATE_FACTOR}
 
 
 def make_workload(config: WorkloadConfig, dp: int = 1) -> list[Program]:
@@ -86,8 +91,8 @@ def make_workload(config: WorkloadConfig, dp: int = 1) -> list[Program]:
     programs: list[Program] = []
     for client, name in kinds.items():
         rate = per_client
-        if config.misbehaving(client) and config.scenario == "s1" and config.workload in ("qa", "multiturn"):
-            rate *= qa.S1_RATE_FACTOR
+        if config.misbehaving(client) and config.scenario == "s1":
+            rate *= S1_RATE_FACTORS.get(config.workload, 1.0)
         times = gamma_arrivals(seeded_rng("arrivals", config.seed, client), rate, config.cv, config.duration)
         rng = seeded_rng("programs", config.seed, client)
         make = PROGRAM_KINDS[name].make

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from sglang_fair.core.errors import require
 
-WORKLOADS = ("tot", "judge", "qa", "multiturn", "arena", "trace", "mix")
+WORKLOADS = ("tot", "judge", "qa", "multiturn", "arena", "trace", "mix", "sysprompt", "groups")
 SCENARIOS = ("none", "s1", "s2")
 SOURCES = ("mtbench", "mooncake", "vtc")
 DEFAULT_DATA_DIR = str(Path(__file__).resolve().parents[1] / "data")  # shipped with the package (MANIFEST.md)

@@ -1,0 +1,87 @@
+"""The gateway's Prometheus metrics (``GET /metrics``), read from its state at each scrape.
+
+Per client (label ``client``): ``sglang_fair_gateway_client_in_flight`` (requests relayed and not
+ended), ``sglang_fair_gateway_client_answers_total{kind}`` (``requests``, ``refused`` = 429,
+``client_errors`` = other 4xx, ``server_errors`` = 5xx). Per worker (labels ``worker``, ``server``,
+``rank``): ``sglang_fair_gateway_worker_queue``, ``..._worker_routed_total``, ``..._worker_finished_total``
+and ``..._worker_out`` (1 while its server is taken out). Gateway-wide: ``..._failed_over_total``
+(requests a server could not be reached for, sent to another) and ``..._stale_servers`` (servers whose
+figures the page could not refresh), ``..._backlogged_gap`` and ``..._gap_bound`` (the page's largest
+backlogged gap and the bound it is held against, when a theorem gives one). The servers' per-client
+figures are the servers' own ``sglang_fair:*`` gauges: scrape the servers for them. The background
+duties' restarts and whether each runs: ``..._duty_restarts_total`` and ``..._duty_running``
+(``gateway/duties.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from sglang_fair.dashboard.status import NO_CLIENT, OTHER
+from sglang_fair.gateway.duties import DutyCollector
+
+if TYPE_CHECKING:
+    from sglang_fair.dashboard.gateway_page import GatewayPage
+
+PREFIX = "sglang_fair_gateway_"
+
+
+class GatewayCollector:
+    """A prometheus_client collector over a :class:`GatewayPage` (its gateway and answer counts)."""
+
+    def __init__(self, page: GatewayPage) -> None:
+        self.page = page
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        gateway = self.page.gateway
+        inflight = GaugeMetricFamily(PREFIX + "client_in_flight", "requests relayed and not ended",
+                                     labels=["client"])
+        answered = self.page.book.view()
+        held = gateway.router.clients.inflight
+        for client in sorted(set(held) | {c for c in answered if c not in (NO_CLIENT, OTHER)}):
+            inflight.add_metric([client], held.get(client, 0))
+        answers = CounterMetricFamily(PREFIX + "client_answers", "answers given, by kind",
+                                      labels=["client", "kind"])
+        for client, counts in sorted(answered.items()):
+            for kind, n in counts.items():
+                answers.add_metric([client, kind], n)
+        yield from (inflight, answers)
+        labels = ["worker", "server", "rank"]
+        families = {name: GaugeMetricFamily(PREFIX + f"worker_{name}", what, labels=labels)
+                    for name, what in (("queue", "requests relayed to the worker and not ended"),
+                                       ("out", "1 while the worker's server is taken out"))}
+        counters = {name: CounterMetricFamily(PREFIX + f"worker_{name}", f"requests {name} at the worker",
+                                              labels=labels) for name in ("routed", "finished")}
+        for row in self.page.workers():
+            values = [str(row["name"]), str(row["server"]), str(row["rank"])]
+            families["queue"].add_metric(values, row["queue"])
+            families["out"].add_metric(values, 1 if row["state"] == "out" else 0)
+            for name, family in counters.items():
+                family.add_metric(values, row[name])
+        yield from (*families.values(), *counters.values())
+        failed_over = CounterMetricFamily(PREFIX + "failed_over", "requests sent to another server")
+        failed_over.add_metric([], gateway.failed_over)
+        stale = GaugeMetricFamily(PREFIX + "stale_servers", "servers whose figures could not be refreshed")
+        stale.add_metric([], len([u for u in self.page.stale if u != "sampler"]))
+        yield from (failed_over, stale)
+        gap = GaugeMetricFamily(PREFIX + "backlogged_gap", "largest service gap (per weight) between two "
+                                "clients backlogged together, over the page's window")
+        gap.add_metric([], self.page.gap()["value"])
+        yield gap
+        if (bound := self.page.bound()["value"]) is not None:
+            stated = GaugeMetricFamily(PREFIX + "gap_bound", "the policies' bound on that gap")
+            stated.add_metric([], bound)
+            yield stated
+
+
+def metrics_text(page: GatewayPage) -> bytes:
+    """The Prometheus text exposition of the gateway's metrics (with its background duties')."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(GatewayCollector(page))
+    registry.register(DutyCollector(page.gateway.duties))
+    return generate_latest(registry)
