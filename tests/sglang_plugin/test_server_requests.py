@@ -64,6 +64,9 @@ def test_the_health_probe_is_the_probe_client_not_default() -> None:
     http_hooks.generate_request(original, None, probe, health)
     assert probe.routing_key == PROBE_CLIENT in INTERNAL_CLIENTS
     mine = GenerateReqInput(rid="mine", text="a")
-    named = SimpleNamespace(scope={"state": {"sglang_fair_client": "al"}})
+    named = SimpleNamespace(scope={"path": "/generate", "state": {"sglang_fair_client": "al"}})
     http_hooks.generate_request(original, None, mine, named)
     assert mine.routing_key == "al"
+    posing = GenerateReqInput(rid="HEALTH_CHECK_mine", text="a")  # a client cannot pass for the probe
+    http_hooks.generate_request(original, None, posing, named)
+    assert posing.routing_key == "al"

@@ -28,6 +28,7 @@ from sglang_fair.sglang_plugin.router_view import ROUTER_PATH, make_router_endpo
 
 logger = logging.getLogger("sglang_fair")
 MAX_SAMPLES = 128  # OpenAI's own bound on ``n``
+PROBE_PATHS = frozenset({"/health", "/health_generate"})
 _warmup = {"open": False}
 
 
@@ -195,7 +196,7 @@ def generate_request(
         raise ValueError(shape)
     scope = getattr(request, "scope", None)
     client = client_in(scope) if scope is not None else None
-    if is_probe(obj):
+    if is_probe(obj, scope):
         obj.routing_key = PROBE_CLIENT
     elif client:
         obj.routing_key = client
@@ -214,12 +215,14 @@ def generate_request(
     return with_request_slo(gen, obj, request)
 
 
-def is_probe(obj: Any) -> bool:
-    """Is ``obj`` the request of SGLang's ``/health`` and ``/health_generate`` (rid ``HEALTH_CHECK_...``)?"""
+def is_probe(obj: Any, scope: Any) -> bool:
+    """Is ``obj`` the request SGLang's ``/health`` or ``/health_generate`` makes (rid ``HEALTH_CHECK_...``,
+    sent while answering that path)? A client's own request with such a rid stays the client's."""
     from sglang.srt.constants import HEALTH_CHECK_RID_PREFIX
 
     rid = getattr(obj, "rid", None)
-    return isinstance(rid, str) and rid.startswith(HEALTH_CHECK_RID_PREFIX)
+    return (isinstance(scope, dict) and scope.get("path") in PROBE_PATHS and isinstance(rid, str)
+            and rid.startswith(HEALTH_CHECK_RID_PREFIX))
 
 
 def sampling_params_error(obj: Any) -> str | None:
