@@ -36,6 +36,9 @@ class ServiceConfig:
                                      "(0: no limit; serve sets --client-max-queued x the workers)"})
     http_port: int = field(default=0, metadata={"help": "port of /state and /metrics (0: off)"})
     http_host: str = field(default="127.0.0.1", metadata={"help": "address /state and /metrics bind to"})
+    state_file: str = field(default="", metadata={
+        "help": "file the router rewrites with its /state view every half second (serve reads it for "
+                "GET /fairness/router; empty: none)"})
 
     def __post_init__(self) -> None:
         require(0 < self.heartbeat_interval < self.heartbeat_timeout,

@@ -20,6 +20,7 @@ Each dispatch's time inside the router (Submit frame received -> Dispatch sent) 
 from __future__ import annotations
 
 import gc
+import json
 import logging
 import math
 import os
@@ -91,6 +92,7 @@ class RouterService:
             self._ask(worker, 0)
         self.submit_latency = LatencyHistogram()
         self._state_view = self._view()
+        self._write_state()
         self._stop = False
 
     @property
@@ -133,9 +135,18 @@ class RouterService:
                 self._ask_again()
                 self.state.expire(now)
                 self._state_view = self._view()
+                self._write_state()
                 gc.freeze()
                 last_check = now
         self.close()
+
+    def _write_state(self) -> None:
+        """Rewrite ``--router-state-file`` (atomically) with :attr:`snapshot`, for ``serve``'s main port."""
+        if self.config.state_file:
+            tmp = f"{self.config.state_file}.tmp"
+            with open(tmp, "w") as out:
+                json.dump(self.snapshot, out)
+            os.replace(tmp, self.config.state_file)
 
     def _view(self) -> dict[str, Any]:
         self.state.send_backlog = [len(box.pending) for box in self.to_workers]

@@ -20,7 +20,6 @@ SERVER_ARGS = ("--schedule-policy", "dlpm_light", "--max-running-requests", "8",
                "--max-total-tokens", "20000", "--context-length", str(CONTEXT), "--fairness-admins", "ops",
                "--client-max-inflight", str(MAX_INFLIGHT))
 TOKEN = "e2e-gateway-bad-input-token-0123456789"  # the server trusts the gateway in front of it
-GATEWAY_DECIDES = {"malformed JSON (chat)", "malformed JSON (generate)", "not JSON"}  # before any server
 
 
 def raw(url: str, path: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, bytes]:

@@ -31,12 +31,22 @@ def served(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[s
         summary = run_dp_scenario(url, DPWorkload(), WINDOW_S)
         print("\ndefault pair", json.dumps(summary.row()))
         return {"summary": summary, "state": get_json(f"http://127.0.0.1:{router_port}/state"),
-                "fairness": get_json(url + "/fairness")}
+                "fairness": get_json(url + "/fairness"), "main_port": get_json(url + "/fairness/router"),
+                "log": log.read_text(errors="replace")}
 
 
 def test_no_policy_flag_runs_the_fair_router_and_dlpm_light(served: dict[str, Any]) -> None:
     assert served["state"]["policy"] == "fair_cache_aware", served["state"]
     assert served["fairness"]["policy"] == "dlpm_light" and served["fairness"]["schedulers"] == 2
+
+
+def test_the_router_is_seen_on_the_main_port_and_serve_bound_the_cpu_ranks(served: dict[str, Any]) -> None:
+    """``GET /fairness/router`` needs no ``--router-http-port``; the harness no longer sets
+    ``SGLANG_CPU_OMP_THREADS_BIND`` for ``serve``, which picks one core range per worker itself."""
+    main = served["main_port"]
+    assert main["policy"] == "fair_cache_aware" and len(main["workers"]) == 2, main
+    assert main["counts"]["dispatched"] > 0, main
+    assert "sglang-fair: SGLANG_CPU_OMP_THREADS_BIND=" in served["log"]
 
 
 def test_the_default_pair_serves_everyone_from_the_cache(served: dict[str, Any]) -> None:

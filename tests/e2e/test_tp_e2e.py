@@ -27,10 +27,9 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_killed_non_leader_rank_takes_its_server_down_whole_and_its_heartbeats_stop(
-        tiny_model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tiny_model: Path, tmp_path: Path) -> None:
     import psutil
 
-    monkeypatch.setenv("SGLANG_CPU_OMP_THREADS_BIND", "0|1")  # one core per rank, as for --dp-size
     feedback, procs = free_port(), []
     args = ("--tp-size", "2", "--max-total-tokens", "4000", "--feedback-port", str(feedback))
     with running_server(tiny_model, args, tmp_path / "tp.log", started=procs.append) as url:

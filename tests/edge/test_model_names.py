@@ -18,6 +18,7 @@ from plugin_support import sglang_args
 
 from sglang_fair.dashboard.status import StatusMiddleware
 from sglang_fair.edge.admins import AdminOnlyMiddleware
+from sglang_fair.edge.bodies import JsonBodyMiddleware
 from sglang_fair.edge.identity import ClientIdentityMiddleware
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.edge.model_names import ModelNameMiddleware, ModelNames, refusal
@@ -28,8 +29,9 @@ from sglang_fair.sglang_plugin.router_link import ENV_ROUTER
 
 NAMES = ModelNames.of("tiny", "/models/tiny")
 CHAT = "/v1/chat/completions"
-NOT_FOUND = {"object": "error", "message": "The model `gpt-4o` does not exist.", "type": "NotFoundError",
-             "param": "model", "code": 404}
+NOT_FOUND = {"object": "error", "message": "The model `gpt-4o` does not exist. This server serves `tiny`: "
+             "send that, `default` or no `model` (started with --accept-any-model, it serves whatever name a "
+             "request gives).", "type": "NotFoundError", "param": "model", "code": 404}
 Sent = list[MutableMapping[str, Any]]
 
 
@@ -143,8 +145,8 @@ def test_serve_checks_after_the_key_and_reads_the_body_once(monkeypatch: pytest.
     keys.write_text("k-alice alice\n")
     fake = installed(monkeypatch, build_config({"client_keys": str(keys)}))
     order = [cls for cls, _ in fake.added]
-    assert order == [ModelNameMiddleware, AdminOnlyMiddleware, ClientIdentityMiddleware, EdgeLimitsMiddleware,
-                     StatusMiddleware]
+    assert order == [ModelNameMiddleware, AdminOnlyMiddleware, ClientIdentityMiddleware, JsonBodyMiddleware,
+                     EdgeLimitsMiddleware, StatusMiddleware]
     unknown = json.dumps({"model": "gpt-4o", "prompt": "a"}).encode()
     sent, _, _ = run(fake.wrap, unknown)
     assert sent[0]["status"] == 401  # the key first, as OpenAI: a stranger learns nothing
@@ -156,22 +158,23 @@ def test_serve_checks_after_the_key_and_reads_the_body_once(monkeypatch: pytest.
 
 
 def test_every_middleware_that_needs_the_body_shares_one_read(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The pin check, identity (the ``user`` field) and the model check all read the body: it is
-    buffered once and parsed once, and the app still reads it whole."""
+    """The JSON check, the pin check, identity (the ``user`` field) and the model check all read the
+    body: it is buffered once and parsed once, and the app still reads it whole."""
     fake = installed(monkeypatch, build_config({"client_max_inflight": 2}))
-    edge = [cls for cls, _ in fake.added].index(EdgeLimitsMiddleware)  # runs just inside it, as installed
+    edge = [cls for cls, _ in fake.added].index(JsonBodyMiddleware)  # runs just inside it, as installed
     fake.added.insert(edge, (PinnedRankMiddleware, {"token": FairConfig().edge.gateway_token}))
     buffered, parsed = counting(monkeypatch, "buffer_body"), counting(monkeypatch, "parse_json")
     body = json.dumps({"model": "tiny", "user": "carol", "prompt": "a"}).encode()
     sent, read, asked = run(fake.wrap, body)
     assert sent[0]["status"] == 200 and read == [body] and asked == 1
-    assert len(buffered) == 3 and len({id(replay) for _, replay in buffered}) == 1  # one buffer, shared
+    assert len(buffered) == 5 and len({id(replay) for _, replay in buffered}) == 1  # one buffer, shared
     assert len(parsed) == 1
 
 
 def counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[Any]:
     """Record the results of ``asgi.NAME`` (each module that imported it sees the counter)."""
     import sglang_fair.edge.asgi as asgi
+    import sglang_fair.edge.bodies as bodies
     import sglang_fair.edge.identity as identity
     import sglang_fair.edge.model_names as model_names
     import sglang_fair.edge.trust as trust
@@ -186,7 +189,7 @@ def counting(monkeypatch: pytest.MonkeyPatch, name: str) -> list[Any]:
         def wrapped(*args: Any) -> Any:  # type: ignore[misc]
             results.append(original(*args))
             return results[-1]
-    for module in (asgi, identity, trust, model_names):
+    for module in (asgi, bodies, identity, trust, model_names):
         if hasattr(module, name):
             monkeypatch.setattr(module, name, wrapped)
     return results

@@ -168,3 +168,15 @@ def test_the_middleware_is_installed_with_the_router_or_a_token() -> None:
     assert http_hooks.pins_guarded(FairConfig(), router=True)
     assert http_hooks.pins_guarded(FairConfig(edge=EdgeConfig(gateway_token=TOKEN)), router=False)
     assert not http_hooks.pins_guarded(FairConfig(), router=False)
+
+
+def test_the_403_says_what_to_do_with_and_without_the_router() -> None:
+    """On a one-worker server with a gateway token there is no router: the message names the token file
+    instead of a router that does not run."""
+    app, _ = recording_app()
+    pin = {"messages": [], "routed_dp_rank": 0}
+    alone, _ = call(PinnedRankMiddleware(app, TOKEN), {}, pin)
+    message = json.loads(alone[1]["body"])["message"]
+    assert "router" not in message and "--gateway-token-file" in message and TOKEN_HEADER in message
+    routed, _ = call(PinnedRankMiddleware(app, TOKEN, router=True), {}, pin)
+    assert "the fair router picks the worker" in json.loads(routed[1]["body"])["message"]

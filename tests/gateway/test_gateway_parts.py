@@ -109,3 +109,17 @@ def test_discovery_gives_up_on_a_server_silent_for_the_whole_timeout() -> None:
     servers = LateServers({"http://a:1": 0.0, "http://b:1": 1e9})
     with pytest.raises(ConfigError, match=r"http://b:1: no answer from /server_info within 30 s"):
         asyncio.run(discover(list(servers.up_at), servers.fetch, 30.0, servers.clock, retry_every=0.0))
+
+
+def test_the_ready_line_counts_in_words_a_person_would_write() -> None:
+    from sglang_fair.gateway.config import GatewayConfig
+    from sglang_fair.gateway.launch import ready_line
+    from sglang_fair.gateway.servers import ServerInfo, WorkerTable
+
+    config = GatewayConfig(worker_urls="http://127.0.0.1:30000", port=8080)
+    one = ready_line(config, WorkerTable([ServerInfo("http://127.0.0.1:30000", "tiny", 1)]))
+    assert "1 server of 'tiny', 1 worker," in one and "1 servers" not in one
+    assert one.startswith("sglang-fair gateway: ready on http://") and ":8080" in one
+    servers = [ServerInfo("http://a:1", "tiny", 2), ServerInfo("http://b:1", "tiny", 1)]
+    two = ready_line(config, WorkerTable(servers))
+    assert "2 servers of 'tiny', 3 workers," in two

@@ -80,8 +80,9 @@ def test_idle_clients_are_forgotten_after_the_ttl_and_busy_ones_kept() -> None:
     assert GatewayRouter(policy, table, clock=lambda: now[0]).expire() == []  # TTL 0: never
 
 
-NOT_FOUND = {"object": "error", "message": "The model `gpt-4o` does not exist.", "type": "NotFoundError",
-             "param": "model", "code": 404}
+NOT_FOUND = {"object": "error", "message": "The model `gpt-4o` does not exist. This server serves `tiny`: "
+             "send that, `default` or no `model` (started with --accept-any-model, it serves whatever name a "
+             "request gives).", "type": "NotFoundError", "param": "model", "code": 404}
 
 
 def test_an_unknown_model_gets_404_before_routing_and_the_servers_names_pass() -> None:

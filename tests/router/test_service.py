@@ -7,6 +7,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import zmq
@@ -26,10 +27,10 @@ pytestmark = pytest.mark.timers
 
 class Rig:
     def __init__(self, workers: int, policy: str = "d2lpm",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, state_file: str = "") -> None:
         ep = [f"tcp://127.0.0.1:{port}" for port in free_ports(3 + workers)]
         self.cfg = ServiceConfig(frontend=ep[0], failures=ep[1], feedback=ep[2],
-                                 workers=",".join(ep[3:]), heartbeat_timeout=1.0)
+                                 workers=",".join(ep[3:]), heartbeat_timeout=1.0, state_file=state_file)
         self.workers = [FakeWorker(i, e, self.cfg.feedback, heartbeat_s=0.1, clock=clock)
                         for i, e in enumerate(self.cfg.worker_endpoints())]
         for w in self.workers:
@@ -144,3 +145,19 @@ def test_state_endpoint_serves_json_and_prometheus(rig: Rig) -> None:
         assert "sglang_fair_router_worker_queue" in text
     finally:
         server.shutdown()
+
+
+def test_the_state_file_follows_the_view_for_serves_main_port(tmp_path: Path) -> None:
+    """``serve`` answers ``GET /fairness/router`` from this file (``router_view.py``): it exists from
+    the start and follows the state as the loop refreshes its view."""
+    path = tmp_path / "state.json"
+    rig = Rig(workers=2, state_file=str(path))
+    try:
+        assert json.loads(path.read_text())["counts"]["finished"] == 0
+        rig.submit("r0", "alice", [5] * 10)
+        rig.wait(lambda: json.loads(path.read_text())["counts"]["finished"] == 1)
+        written = json.loads(path.read_text())
+        assert "alice" in written["deficits"] and len(written["workers"]) == 2
+        assert "submit_to_dispatch_us" in written and not (tmp_path / "state.json.tmp").exists()
+    finally:
+        rig.close()

@@ -39,4 +39,18 @@ def test_read_all_sums_over_dp_ranks(tmp_path: Path) -> None:
     merged = read_all(tmp_path)
     assert merged["schedulers"] == 2 and merged["policy"] == "dlpm"
     assert merged["clients"]["a"] == {"service": 7.0, "weight": 2.0, "counter": 4.0, "counters": [1.0, 3.0]}
-    assert read_all(None) == {"policy": None, "schedulers": 0, "clients": {}, "quantum": None}
+    assert read_all(None) == {"policy": None, "schedulers": 0, "clients": {}, "internal": {}, "quantum": None}
+
+
+def test_counters_are_per_rank_in_rank_order_with_null_where_the_client_never_was(tmp_path: Path) -> None:
+    """With 11 workers, rank 10's file sorts before rank 2's as text; a client seen on ranks 0 and 10
+    only must not look as if it ran on ranks 0 and 1."""
+    for rank in range(11):
+        clients = {"a": {"counter": float(-rank), "service": 1.0}} if rank in (0, 10) else {}
+        clients["b"] = {"counter": float(rank), "service": 1.0}
+        (tmp_path / f"scheduler-{rank}.json").write_text(json.dumps({"policy": "dlpm", "clients": clients}))
+    merged = read_all(tmp_path)
+    assert merged["schedulers"] == 11
+    assert merged["clients"]["a"]["counters"] == [0.0] + [None] * 9 + [-10.0]
+    assert merged["clients"]["a"]["counter"] == -10.0 and merged["clients"]["a"]["service"] == 2.0
+    assert merged["clients"]["b"]["counters"] == [float(r) for r in range(11)]

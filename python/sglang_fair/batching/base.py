@@ -149,8 +149,10 @@ class BatchingConfig:
     token_budget: int = field(default=0, metadata={
         "help": "tokens per step: sarathi's and slai's budget, fairbatching's cap, sglang's chunk size "
                 "(the simulator's sglang uses --chunk-size); 0 = the policy's default"})
-    ttft: float = field(default=2.0, metadata={"help": "default TTFT target, seconds (003: Azure 2 s)"})
-    tpot: float = field(default=0.05, metadata={"help": "default TPOT/TBT target, seconds (003: 50 ms)"})
+    ttft: float = field(default=2.0, metadata={
+        "help": "default TTFT target, seconds (FairBatching [3]'s SLO for its Azure trace: 2 s)"})
+    tpot: float = field(default=0.05, metadata={
+        "help": "default TPOT/TBT target, seconds (FairBatching [3]'s SLO for its Azure trace: 50 ms)"})
     slo_classes: str = field(default="", metadata={
         "help": "SLO classes, name=TTFT/TPOT seconds: paying=0.5/0.1,free=2/0.5"})
     client_classes: str = field(default="", metadata={

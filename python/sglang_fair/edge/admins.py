@@ -1,6 +1,6 @@
 """The clients whose keys read every client's figures (``--fairness-admins``): with keys configured,
-``/metrics`` (its series name every client) answers 403 to any other key. ``/fairness`` decides per
-row itself (an admin reads every row, another key its own)."""
+``/metrics`` and ``/fairness/router`` (they name every client) answer 403 to any other key.
+``/fairness`` decides per row itself (an admin reads every row, another key its own)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from sglang_fair.edge.asgi import ASGIApp, Receive, Scope, Send
 from sglang_fair.edge.errors import send_error
 from sglang_fair.edge.identity import client_in
 
-ADMIN_PATHS = frozenset({"/metrics"})
+ADMIN_PATHS = frozenset({"/metrics", "/fairness/router"})
 
 
 def parse_admins(text: str) -> frozenset[str]:
@@ -25,6 +25,7 @@ class AdminOnlyMiddleware:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("path") in ADMIN_PATHS and client_in(scope) not in self.admins:
-            await send_error(send, 403, "Forbidden", "/metrics needs a key of a --fairness-admins client")
+            await send_error(send, 403, "Forbidden",
+                             f"{scope.get('path')} needs a key of a --fairness-admins client")
             return
         await self.app(scope, receive, send)

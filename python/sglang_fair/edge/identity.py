@@ -25,7 +25,9 @@ SCOPE_KEY = "sglang_fair_client"
 OPEN_PATHS = frozenset({"/health", "/health_generate", "/metrics", "/fairness", "/sglang_fair/feedback",
                         "/fairness/ui"})  # the page holds no figures; its data is keyed
 CLIENT_LISTING_PATHS = frozenset({"/metrics", "/fairness"})  # need a key when keys are configured
-WARMUP_CLIENT = "__warmup__"
+WARMUP_CLIENT = "__warmup__"  # SGLang's start-up request
+PROBE_CLIENT = "__probe__"  # the one-token request of SGLang's /health and /health_generate
+INTERNAL_CLIENTS = frozenset({WARMUP_CLIENT, PROBE_CLIENT})  # the server's own requests: not clients
 LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
 MAX_CLIENT_LEN = 128
 
@@ -76,7 +78,8 @@ class ClientIdentityMiddleware:
     not match.
 
     ``local_hosts``: addresses besides loopback that SGLang's own warm-up connects from (the server's
-    ``--host``), let through without a key (as :data:`WARMUP_CLIENT`) only while ``warmup_open()``."""
+    ``--host``), let through without a key (as :data:`WARMUP_CLIENT`) only while ``warmup_open()``;
+    a request from there that names no client in that window is the warm-up too, with or without keys."""
 
     def __init__(self, app: ASGIApp, keys: KeyTable, header: str, warmup_open: Callable[[], bool],
                  local_hosts: frozenset[str] = frozenset()) -> None:
@@ -95,13 +98,16 @@ class ClientIdentityMiddleware:
                 and scope.get("method") == "POST"):
             data, receive = await json_body(scope, receive)
             body_user = data.get("user") if isinstance(data, dict) else None
+        warmup = self.warmup_open() and (scope.get("client") or ("", 0))[0] in self.local_hosts
         try:
             client = resolve_client(headers, body_user, self.keys, self.header, is_trusted(scope))
         except Unauthorized as err:
-            if not (self.warmup_open() and (scope.get("client") or ("", 0))[0] in self.local_hosts):
+            if not warmup:
                 await (_send_401(send, str(err)) if kind == "http" else _refuse_websocket(send))
                 return
             client = WARMUP_CLIENT
+        if warmup and client == DEFAULT_CLIENT:
+            client = WARMUP_CLIENT  # SGLang's warm-up, sent without a name: not the client `default`
         scope_state(scope)[SCOPE_KEY] = client
         await self.app(scope, receive, send)
 

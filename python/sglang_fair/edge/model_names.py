@@ -29,11 +29,13 @@ class ModelNames:
 
     names: frozenset[str]
     adapters: frozenset[str] = frozenset()
+    served: str = ""  # the name to tell a client who sent another (``/v1/models`` lists it)
 
     @classmethod
     def of(cls, served: str, path: str = "", adapters: Iterable[str] = ()) -> ModelNames:
         """The names of a server serving ``served`` from ``path``, with ``default`` and its adapters."""
-        return cls(frozenset(n for n in (served, path, DEFAULT_MODEL) if n), frozenset(adapters))
+        return cls(frozenset(n for n in (served, path, DEFAULT_MODEL) if n), frozenset(adapters),
+                   served or path)
 
     def accepts(self, model: object) -> bool:
         """Is ``model`` (a request's field) served here? Anything but a string is left to SGLang."""
@@ -43,9 +45,14 @@ class ModelNames:
                    for name in self.names)
 
 
-def not_found(model: str) -> dict[str, Any]:
-    """The 404 body for an unknown ``model`` (OpenAI's and vLLM's message)."""
-    return error_body(NOT_FOUND, "NotFoundError", f"The model `{model}` does not exist.", param="model")
+def not_found(model: str, names: ModelNames | None = None) -> dict[str, Any]:
+    """The 404 body for an unknown ``model``: OpenAI's and vLLM's message, then what to send instead
+    (the name ``names`` serves) and the flag that takes any name."""
+    message = f"The model `{model}` does not exist."
+    if names is not None and names.served:
+        message += (f" This server serves `{names.served}`: send that, `{DEFAULT_MODEL}` or no `model` "
+                    "(started with --accept-any-model, it serves whatever name a request gives).")
+    return error_body(NOT_FOUND, "NotFoundError", message, param="model")
 
 
 def refusal(path: str, body: object, names: ModelNames | None) -> dict[str, Any] | None:
@@ -54,7 +61,7 @@ def refusal(path: str, body: object, names: ModelNames | None) -> dict[str, Any]
     if names is None or path not in MODEL_PATHS or not isinstance(body, dict):
         return None
     model = body.get("model")
-    return None if names.accepts(model) else not_found(str(model))
+    return None if names.accepts(model) else not_found(str(model), names)
 
 
 class ModelNameMiddleware:

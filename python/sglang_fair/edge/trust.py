@@ -85,12 +85,22 @@ def pinned_rank(headers: Mapping[str, str], body: bytes) -> str | None:
     return None
 
 
+def pin_refusal(how: str, router: bool) -> str:
+    """The 403 message for a request that pins a rank by ``how``: what to do instead, with the global
+    router (it picks the worker) or without (only the gateway of ``--gateway-token-file`` may pin)."""
+    reason = f"{how} pins a data-parallel rank, which only a trusted gateway may do"
+    if router:
+        return f"{reason}: send the request without it and the fair router picks the worker"
+    return (f"{reason} (one sending the token of this server's --gateway-token-file in the "
+            f"{TOKEN_HEADER} header): send the request without it")
+
+
 class PinnedRankMiddleware:
     """ASGI middleware: marks requests carrying the gateway token trusted, refuses pinned ranks from
-    any other caller with 403."""
+    any other caller with 403 (``router``: the global router routes, which the message says)."""
 
-    def __init__(self, app: ASGIApp, token: GatewayToken) -> None:
-        self.app, self.token = app, token
+    def __init__(self, app: ASGIApp, token: GatewayToken, router: bool = False) -> None:
+        self.app, self.token, self.router = app, token, router
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("type") != "http":
@@ -105,9 +115,7 @@ class PinnedRankMiddleware:
                 body, receive = await buffer_body(receive, scope)
             how = pinned_rank(headers, body)
             if how is not None:
-                await send_error(send, 403, "Forbidden",
-                                 f"{how} pins a data-parallel rank, which only a trusted gateway may do "
-                                 "(the fair router picks the worker)")
+                await send_error(send, 403, "Forbidden", pin_refusal(how, self.router))
                 return
         await self.app(scope, receive, send)
 

@@ -1,8 +1,8 @@
 """What the gateway accepts from a client, before anything is routed: the body, the client, the model.
 
-The same rules as ``serve``'s edge (``sglang_fair.edge``): a body that is not a JSON object is 400; the
-client is the key's, else the header's, else ``user`` (``edge/identity.py``; 401 for a missing or
-unknown key when keys are configured); a ``model`` the servers do not serve is 404
+The same rules as ``serve``'s edge (``sglang_fair.edge``): a body that is not a JSON object is 400
+(``edge/bodies.py``); the client is the key's, else the header's, else ``user`` (``edge/identity.py``;
+401 for a missing or unknown key when keys are configured); a ``model`` the servers do not serve is 404
 (``edge/model_names.py``, unless ``--accept-any-model``). Every refusal is the edge's OpenAI-style error
 body (:func:`error`).
 """
@@ -17,6 +17,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from sglang_fair.edge.asgi import scope_state
+from sglang_fair.edge.bodies import NOT_JSON, NOT_OBJECT, body_problem
 from sglang_fair.edge.config import EdgeConfig
 from sglang_fair.edge.errors import error_body
 from sglang_fair.edge.identity import SCOPE_KEY, Unauthorized, resolve_client
@@ -51,9 +52,9 @@ class Intake:
         try:
             body, plain = parse(raw)
         except (ValueError, UnicodeDecodeError):
-            return error(400, "BadRequest", "the request body is not JSON")
+            return error(400, "BadRequest", NOT_JSON)
         if not isinstance(body, dict):
-            return error(400, "BadRequest", "the request body must be a JSON object")
+            return error(400, "BadRequest", body_problem(raw, body) or NOT_OBJECT)
         headers = {k.lower(): v for k, v in request.headers.items()}
         try:
             client = self.client(headers, body)

@@ -50,6 +50,18 @@ def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
                    local)
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 server``, ``2 servers``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def ready_line(config: GatewayConfig, table: WorkerTable) -> str:
+    """The one line that says the gateway is up: what it routes over, how, and where."""
+    return (f"sglang-fair gateway: ready on http://{config.host}:{config.port}: "
+            f"{counted(len(table.servers), 'server')} of {table.model!r}, {counted(len(table), 'worker')}, "
+            f"routing {config.router.policy}")
+
+
 def serve(config: GatewayConfig) -> int:
     """Discover the servers, hear every feedback port once, then serve until interrupted (0), or until
     a background duty keeps failing (:data:`~sglang_fair.gateway.duties.EXIT_DUTY_FAILED`)."""
@@ -64,9 +76,7 @@ def serve(config: GatewayConfig) -> int:
         server.should_exit = True
 
     gateway.duties.on_give_up = give_up
-    print(f"sglang-fair gateway: {len(table.servers)} servers of {table.model!r}, {len(table)} workers, "
-          f"policy {config.router.policy}, on http://{config.host}:{config.port} ({plumbing})",
-          flush=True)
+    print(f"{ready_line(config, table)} ({plumbing})", flush=True)
     server.run()
     if gateway.duties.given_up:
         print(f"sglang-fair gateway: background duty {gateway.duties.given_up[0]!r} kept failing: exiting "

@@ -87,7 +87,7 @@ class WorkerTable:
         if any(s.lora for s in self.servers):
             return None
         each = [ModelNames.of(s.model, s.model_path).names for s in self.servers]
-        return ModelNames(frozenset.intersection(*each))
+        return ModelNames(frozenset.intersection(*each), served=self.model)
 
 
 def server_info(url: str, info: Any) -> ServerInfo:

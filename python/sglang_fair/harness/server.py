@@ -122,8 +122,9 @@ def running_server(
     """Run ``python -m MODULE`` (this project's launcher, or ``sglang.launch_server`` for SGLang
     without the plugin) with ``args``; yield its base URL.
 
-    With ``dp_size`` > 1 the workers get one core each (``SGLANG_CPU_OMP_THREADS_BIND``; without
-    it SGLang's CPU engine asserts one NUMA node per rank). A port taken before the server bound it
+    With ``dp_size`` > 1 plain SGLang's workers get one core each
+    (``SGLANG_CPU_OMP_THREADS_BIND``; without it SGLang's CPU engine asserts one NUMA node per rank);
+    ``serve`` sets it itself. A port taken before the server bound it
     is retried on another (up to ``PORT_TRIES`` times; the log keeps every try). ``args`` must hold
     ``--max-total-tokens`` (:func:`cpu_server_cmd`); the server's memory is sampled while it runs
     (:data:`sglang_fair.harness.memory.SAMPLER`)."""
@@ -131,7 +132,7 @@ def running_server(
     # torch stalled the tiny model for seconds at a time (measured: 13 vs 345 tokens/s).
     env = dict(os.environ, SGLANG_USE_CPU_ENGINE="1")
     env.setdefault("OMP_NUM_THREADS", "1")
-    if dp_size > 1:
+    if dp_size > 1 and module != "sglang_fair.launch_server":  # serve binds its ranks itself
         cores = os.cpu_count() or 1
         env.setdefault("SGLANG_CPU_OMP_THREADS_BIND", "|".join(str(r % cores) for r in range(dp_size)))
     if dp_size > 1:

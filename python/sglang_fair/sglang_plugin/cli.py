@@ -8,31 +8,29 @@ The project's flags come from :class:`FairConfig` and :class:`RouterSettings` (l
 from __future__ import annotations
 
 import argparse
+import textwrap
 from typing import Any
 
 from sglang_fair.sglang_plugin.config import add_config_flags, build_config
-from sglang_fair.sglang_plugin.defaults import DEFAULT_ADMISSION, DEFAULT_ROUTER
+from sglang_fair.sglang_plugin.defaults import defaults_summary
 from sglang_fair.sglang_plugin.router_link import ROUTER_METHODS, add_router_flags, router_settings
 
-EPILOG = (
-    f"Defaults: with no --schedule-policy the schedulers run {DEFAULT_ADMISSION} (fair per client; "
-    "--schedule-policy fcfs or lpm gives back plain SGLang); with --dp-size N >= 2 and no "
-    f"--load-balance-method the global router runs {DEFAULT_ROUTER}. An SGLang feature the fair policies "
-    "do not serve (LoRA, pipeline parallelism, disaggregation, priority scheduling) turns a default back "
-    "to SGLang's own, with a notice. "
-    "All other arguments are SGLang's (python -m sglang.launch_server --help), passed through "
-    "unchanged; --schedule-policy also accepts dlpm, dlpm_light and vtc (weighted with --client-weights or a "
+EPILOG = "\n\n".join(textwrap.fill(paragraph, 79, break_on_hyphens=False) for paragraph in (
+    defaults_summary(),
+    "SGLang's own flags (python -m sglang.launch_server --help) all pass through unchanged; "
+    "--schedule-policy also accepts dlpm, dlpm_light and vtc (weighted with --client-weights or a "
     "weight column in --client-keys). With --dp-size N >= 2, --load-balance-method also accepts "
     f"{', '.join(ROUTER_METHODS)}: the global router (sglang_fair_router) then routes every request; "
-    "the --router-* flags configure it."
-)
+    "the --router-* flags configure it.",
+    "Every flag: docs/serving.md. [3]: FairBatching, arXiv:2510.14392.",
+))
 
 
 def register(subparsers: Any) -> None:
     """Add the ``serve`` subcommand; ``pass_through`` makes the CLI hand unknown flags to SGLang."""
     parser = subparsers.add_parser(
         "serve", help="run SGLang's server with fair scheduling", description=__doc__.splitlines()[0],
-        epilog=EPILOG, allow_abbrev=False,
+        epilog=EPILOG, allow_abbrev=False, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_config_flags(parser)
     add_router_flags(parser)

@@ -14,25 +14,50 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sglang_fair.sglang_plugin.router_launch import KV_FLAG, LB_FLAG, find_flag, router_unsupported
+from sglang_fair.sglang_plugin.router_launch import (
+    KV_FLAG,
+    LB_FLAG,
+    ROUTER_OFF,
+    Feature,
+    find_flag,
+    router_unsupported,
+)
 
 POLICY_FLAG = "--schedule-policy"
 DEFAULT_ADMISSION = "dlpm_light"
 DEFAULT_ROUTER = "fair_cache_aware"
 
 
+ADMISSION_OFF = (
+    Feature("--enable-lora / --lora-paths", lambda a: bool(getattr(a, "enable_lora", None)
+                                                           or getattr(a, "lora_paths", None))),
+    Feature("--pp-size > 1", lambda a: (getattr(a, "pp_size", 1) or 1) > 1, "pipeline parallelism"),
+    Feature("--disaggregation-mode", lambda a: getattr(a, "disaggregation_mode", "null") != "null",
+            "prefill/decode disaggregation"),
+    Feature("--enable-priority-scheduling", lambda a: bool(getattr(a, "enable_priority_scheduling", False))),
+    Feature("--hicache-storage-backend", lambda a: bool(getattr(a, "hicache_storage_backend", None))),
+    Feature("--dllm-algorithm", lambda a: bool(getattr(a, "dllm_algorithm", None)), "diffusion LMs"),
+)
+KV_FEATURE = Feature(KV_FLAG, lambda a: False, "the router takes SGLang's KV events for itself")
+
+
 def fair_unsupported(server_args: Any) -> list[str]:
     """The SGLang features on in ``server_args`` that the fair admission policies cannot serve with."""
-    features = {
-        "--enable-priority-scheduling": getattr(server_args, "enable_priority_scheduling", False),
-        "--enable-lora / --lora-paths": bool(getattr(server_args, "enable_lora", None)
-                                             or getattr(server_args, "lora_paths", None)),
-        "--pp-size > 1": (getattr(server_args, "pp_size", 1) or 1) > 1,
-        "--disaggregation-mode": getattr(server_args, "disaggregation_mode", "null") != "null",
-        "--hicache-storage-backend": bool(getattr(server_args, "hicache_storage_backend", None)),
-        "--dllm-algorithm": bool(getattr(server_args, "dllm_algorithm", None)),
-    }
-    return [name for name, on in features.items() if on]
+    return [f.text() for f in ADMISSION_OFF if f.on(server_args)]
+
+
+def defaults_summary(markdown: bool = False) -> str:
+    """What ``serve`` runs when the user chooses no policy, and every feature that turns a default back
+    to SGLang's own: the one list that ``serve --help``, README.md and docs/serving.md give."""
+    def listed(features: Sequence[Feature]) -> str:
+        return ", ".join(f.text(markdown) for f in features)
+
+    code = (lambda s: f"`{s}`") if markdown else (lambda s: s)
+    return (f"With no {code(POLICY_FLAG)} the schedulers run {code(DEFAULT_ADMISSION)}, except with "
+            f"{listed(ADMISSION_OFF)}: then SGLang's default ({code('fcfs')}). With {code('--dp-size N')} "
+            f"(N >= 2) and no {code(LB_FLAG)} the global router runs {code(DEFAULT_ROUTER)}, except with "
+            f"{listed([*ROUTER_OFF, KV_FEATURE])}: then SGLang's own {code(LB_FLAG)}. Each exception "
+            "prints a one-line notice; a fair policy chosen explicitly with one of them is an error.")
 
 
 def with_defaults(args: Sequence[str], server_args: Any) -> tuple[list[str], list[str]]:
@@ -49,7 +74,7 @@ def with_defaults(args: Sequence[str], server_args: Any) -> tuple[list[str], lis
     if find_flag(args, LB_FLAG) is None and (getattr(server_args, "dp_size", 1) or 1) >= 2:
         bad = router_unsupported(server_args)
         if find_flag(args, KV_FLAG) is not None:
-            bad.append(f"{KV_FLAG} (the router takes SGLang's KV events for itself)")
+            bad.append(KV_FEATURE.text())
         if bad:
             notices.append(f"sglang-fair: {', '.join(bad)} is not supported by the global router: "
                            f"SGLang's own {LB_FLAG} routes between the data-parallel workers")

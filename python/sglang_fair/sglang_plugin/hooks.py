@@ -85,6 +85,7 @@ HOOKS: tuple[Hook, ...] = (
 
 # Other SGLang names the hooks call or read (checked by the compatibility test too).
 USED_NAMES: tuple[str, ...] = (
+    "sglang.srt.constants.HEALTH_CHECK_RID_PREFIX",
     "sglang.srt.mem_cache.common.match_kv_cache",
     "sglang.srt.mem_cache.unified_radix_cache.UnifiedRadixCache",
     M + "schedule_policy.AddReqResult",

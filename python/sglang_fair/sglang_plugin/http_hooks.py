@@ -1,6 +1,6 @@
 """Hooks in the HTTP (tokenizer-manager) process: the edge's middlewares (``sglang_fair.edge``),
-``/fairness``, the feedback port's advert ``/sglang_fair/feedback`` (``links/feedback_hub.py``),
-warm-up window."""
+``/fairness``, the router's view ``/fairness/router``, the feedback port's advert
+``/sglang_fair/feedback`` (``links/feedback_hub.py``), warm-up window."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Any
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.edge.admins import AdminOnlyMiddleware
-from sglang_fair.edge.identity import ClientIdentityMiddleware, client_in, resolve_hosts
+from sglang_fair.edge.bodies import JsonBodyMiddleware
+from sglang_fair.edge.identity import PROBE_CLIENT, ClientIdentityMiddleware, client_in, resolve_hosts
 from sglang_fair.edge.inflight import ClientInflightMiddleware
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.edge.model_names import ModelNameMiddleware, ModelNames
@@ -20,11 +21,14 @@ from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_f
 from sglang_fair.sglang_plugin.fairness_page import install as install_page
 from sglang_fair.sglang_plugin.fairness_page import page_for_server
 from sglang_fair.sglang_plugin.publish import read_all, state_dir
+from sglang_fair.sglang_plugin.ready import ready_line
 from sglang_fair.sglang_plugin.request_slo import carry, with_request_slo
 from sglang_fair.sglang_plugin.router_link import link_from_env
+from sglang_fair.sglang_plugin.router_view import ROUTER_PATH, make_router_endpoint
 
 logger = logging.getLogger("sglang_fair")
 MAX_SAMPLES = 128  # OpenAI's own bound on ``n``
+PROBE_PATHS = frozenset({"/health", "/health_generate"})
 _warmup = {"open": False}
 
 
@@ -34,12 +38,25 @@ def warmup_open() -> bool:
 
 
 def wait_and_warmup(original: Any, *args: Any, **kwargs: Any) -> Any:
-    """AROUND ``http_server._wait_and_warmup``: opens the loopback warm-up window, then closes it."""
+    """AROUND ``http_server._wait_and_warmup``: opens the loopback warm-up window, then closes it, and
+    prints the ready line (``ready.py``) once the warm-up succeeded."""
     _warmup["open"] = True
     try:
-        return original(*args, **kwargs)
+        result = original(*args, **kwargs)
     finally:
         _warmup["open"] = False
+    if server_up():
+        server_args = args[0] if args else kwargs.get("server_args")
+        print(ready_line(server_args, link_from_env(), config_from_env().edge.key_table.enabled), flush=True)
+    return result
+
+
+def server_up() -> bool:
+    """Did SGLang's warm-up succeed (its tokenizer manager's status is ``Up``)?"""
+    from sglang.srt.entrypoints import http_server
+
+    manager = getattr(http_server.get_global_state(), "tokenizer_manager", None)
+    return getattr(getattr(manager, "server_status", None), "name", "") == "Up"
 
 
 def identity_needed(policy: str | None, config: FairConfig, router: bool) -> bool:
@@ -102,11 +119,12 @@ def make_advert_endpoint(config: FeedbackConfig) -> Any:
 
 
 def install_http(*args: Any, **kwargs: Any) -> None:
-    """BEFORE ``http_server.launch_server``: add ``/fairness`` and the edge's middlewares
-    (``sglang_fair.edge``): the body-size limit and ``Retry-After`` on 429 (always), 404 for an
-    unknown ``model`` (unless ``--accept-any-model``) and, when a fair policy, client keys or the
-    global router are configured, the client's identity, with the admins' ``/metrics`` (with keys) and
-    the per-client in-flight bound (``--client-max-inflight``) inside it (so installing the package
+    """BEFORE ``http_server.launch_server``: add ``/fairness``, ``/fairness/router`` (``router_view.py``)
+    and the edge's middlewares (``sglang_fair.edge``): the body-size limit, ``Retry-After`` on 429 and
+    400 for a JSON endpoint's body that is not a JSON object (always), 404 for an unknown ``model``
+    (unless ``--accept-any-model``) and, when a fair policy, client keys or the global router are
+    configured, the client's identity, with the admins' ``/metrics`` and ``/fairness/router`` (with
+    keys) and the per-client in-flight bound (``--client-max-inflight``) inside it (so installing the package
     leaves SGLang's own policies, and their use of ``routing_key``, untouched)."""
     from sglang.srt.entrypoints import http_server
 
@@ -116,9 +134,11 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     server_args = args[0] if args else kwargs.get("server_args")
     policy = getattr(server_args, "schedule_policy", None)
     config = config_from_env()
-    router = link_from_env() is not None
+    link = link_from_env()
+    router = link is not None
     check_edge(server_args, config, router)
     app.add_route("/fairness", make_fairness_endpoint(config), methods=["GET"])
+    app.add_route(ROUTER_PATH, make_router_endpoint(link), methods=["GET"])
     if config.feedback.enabled:
         app.add_route(ADVERT_PATH, make_advert_endpoint(config.feedback), methods=["GET"])
     app.state.sglang_fair_installed = True
@@ -137,7 +157,8 @@ def install_http(*args: Any, **kwargs: Any) -> None:
         logger.info("sglang-fair: client identity (%s) installed",
                     "API keys" if edge.key_table.enabled else f"header {edge.client_header}")
     if pins_guarded(config, router):
-        app.add_middleware(PinnedRankMiddleware, token=edge.gateway_token)  # runs before identity
+        app.add_middleware(PinnedRankMiddleware, token=edge.gateway_token, router=router)  # before identity
+    app.add_middleware(JsonBodyMiddleware)  # a body that is not a JSON object: 400, before any reader
     app.add_middleware(EdgeLimitsMiddleware, max_body_bytes=edge.max_body_bytes)
     install_page(app, page_for_server(server_args, config))  # /fairness/ui; counts answers (outermost)
     return None
@@ -162,19 +183,22 @@ def generate_request(
     """AROUND ``TokenizerManager.generate_request``: the edge's client becomes ``obj.routing_key``.
 
     Whatever the body or the ``x-smg-routing-key`` header said is overwritten, so a client cannot
-    pick its own identity when keys are configured. When the global router routes or a gateway token
-    is configured, a ``routed_dp_rank`` from a caller without the gateway's token (which would pick a
-    worker past the router) is refused with 400 (``PinnedRankMiddleware`` answers the ordinary
-    spellings with 403 before this), and so is ``n`` above :data:`MAX_SAMPLES` (SGLang expands the
-    batch ``n`` times first: ``n`` = 10^12 was a MemoryError and a 500, a smaller huge ``n`` exhausts
-    the server's memory). A body's per-request ``slo`` is checked and carried to the scheduler
-    (``request_slo.py``).
+    pick its own identity when keys are configured; the one-token request of SGLang's ``/health`` is
+    :data:`PROBE_CLIENT` (``publish.read_all`` shows it apart from the clients). When the global
+    router routes or a gateway token is configured, a ``routed_dp_rank`` from a caller without the
+    gateway's token (which would pick a worker past the router) is refused with 400
+    (``PinnedRankMiddleware`` answers the ordinary spellings with 403 before this), and so is ``n``
+    above :data:`MAX_SAMPLES` (SGLang expands the batch ``n`` times first: ``n`` = 10^12 was a
+    MemoryError and a 500, a smaller huge ``n`` exhausts the server's memory). A body's per-request
+    ``slo`` is checked and carried to the scheduler (``request_slo.py``).
     """
     if (shape := sampling_params_error(obj)) is not None:
         raise ValueError(shape)
     scope = getattr(request, "scope", None)
     client = client_in(scope) if scope is not None else None
-    if client:
+    if is_probe(obj, scope):
+        obj.routing_key = PROBE_CLIENT
+    elif client:
         obj.routing_key = client
         samples = sample_count(obj)
         if samples > MAX_SAMPLES:
@@ -189,6 +213,16 @@ def generate_request(
         carry(obj, None)  # (and none a client could have forged in its sampling parameters)
         return gen
     return with_request_slo(gen, obj, request)
+
+
+def is_probe(obj: Any, scope: Any) -> bool:
+    """Is ``obj`` the request SGLang's ``/health`` or ``/health_generate`` makes (rid ``HEALTH_CHECK_...``,
+    sent while answering that path)? A client's own request with such a rid stays the client's."""
+    from sglang.srt.constants import HEALTH_CHECK_RID_PREFIX
+
+    rid = getattr(obj, "rid", None)
+    return (isinstance(scope, dict) and scope.get("path") in PROBE_PATHS and isinstance(rid, str)
+            and rid.startswith(HEALTH_CHECK_RID_PREFIX))
 
 
 def sampling_params_error(obj: Any) -> str | None:

@@ -18,8 +18,10 @@ from sglang_fair.core.errors import ConfigError
 from sglang_fair.links.feedback_hub import FeedbackHub
 from sglang_fair.sglang_plugin import PLUGIN_NAME
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FAIR_POLICIES, FairConfig
+from sglang_fair.sglang_plugin.cpu_binding import bind_cpu_ranks
 from sglang_fair.sglang_plugin.defaults import fair_unsupported, with_defaults
 from sglang_fair.sglang_plugin.http_hooks import check_edge
+from sglang_fair.sglang_plugin.quiet import quiet_args, silence_harmless_warnings
 from sglang_fair.sglang_plugin.router_launch import (
     RouterPlan,
     check_router_args,
@@ -94,15 +96,18 @@ def _load_plugins_or_fail() -> None:
 
 
 def run(config: FairConfig, sglang_args: Sequence[str], router: RouterSettings | None = None) -> int:
-    """Validate, export, load the plugin, parse SGLang's flags, fill in the fair defaults where the
-    user chose no policy (``defaults.py``), start the router if one is asked for and the feedback
-    hub if ``--feedback-port`` is given, and serve until the server exits."""
+    """Validate, export, load the plugin, parse SGLang's flags (quiet by default: ``quiet.py``), fill
+    in the fair defaults where the user chose no policy (``defaults.py``), bind a CPU server's ranks
+    to cores (``cpu_binding.py``), start the router if one is asked for and the feedback hub if
+    ``--feedback-port`` is given, and serve until the server exits."""
     export_environment(config, sglang_args)
+    silence_harmless_warnings()
     _load_plugins_or_fail()
     from sglang.launch_server import run_server
     from sglang.srt.server_args import prepare_server_args
     from sglang.srt.utils import kill_process_tree
 
+    sglang_args = quiet_args(sglang_args)
     if config.feedback.enabled:
         sglang_args = with_eviction_feed(sglang_args)
     plan, server_args, notices = resolve(sglang_args, prepare_server_args)
@@ -110,6 +115,8 @@ def run(config: FairConfig, sglang_args: Sequence[str], router: RouterSettings |
         logger.warning(notice)
     check_combination(config, server_args)
     check_edge(server_args, config, plan.policy is not None)
+    if (binding := bind_cpu_ranks(server_args)) is not None:
+        logger.warning(binding)
     hub = FeedbackHub(config.feedback, private_dir("sgl-hub-")).start() if config.feedback.enabled else None
     process = None
     if plan.policy is not None:

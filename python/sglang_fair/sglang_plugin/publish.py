@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from sglang_fair.edge.identity import INTERNAL_CLIENTS
 from sglang_fair.sglang_plugin.config import ENV_STATE_DIR
 
 
@@ -55,44 +56,55 @@ class Publisher:
         os.replace(tmp, self.path)
         self._last_time, self._last_version = now, version
         if self.gauges is not None:
-            self.gauges.update(clients)
+            self.gauges.update({c: f for c, f in clients.items() if c not in INTERNAL_CLIENTS})
 
 
 def read_all(directory: Path | None) -> dict[str, Any]:
-    """Merge the schedulers' snapshots: ``{"policy", "schedulers", "clients": {c: figures}, "quantum"}``
-    (``quantum``: the largest Q^u a scheduler published, None when none did).
+    """Merge the schedulers' snapshots: ``{"policy", "schedulers", "clients": {c: figures},
+    "internal": {c: figures}, "quantum"}`` (``quantum``: the largest Q^u a scheduler published, None
+    when none did).
 
     Token counts, service and queue figures are summed over DP ranks; ``counter`` is the sum of the
-    per-rank counters (each rank runs its own policy), listed per rank in ``counters`` when several.
+    per-rank counters (each rank runs its own policy). With several ranks, ``counters`` lists every
+    client's counter per rank, in rank order, null on a rank where the client has no state (it never
+    sent there, or was forgotten there). The server's own requests (SGLang's warm-up, the ``/health``
+    probes: ``edge.identity``'s :data:`INTERNAL_CLIENTS`) are scheduled like a client's but are listed
+    apart, under ``internal``.
     """
-    merged: dict[str, dict[str, Any]] = {}
-    policy, quantum = None, None
-    count = 0
-    files = sorted(directory.glob("scheduler-*.json")) if directory else []
-    for path in files:
+    snapshots: list[dict[str, Any]] = []
+    for path in sorted(directory.glob("scheduler-*.json"), key=_rank) if directory else []:
         try:
-            data = json.loads(path.read_text())
+            snapshots.append(json.loads(path.read_text()))
         except (OSError, ValueError):
             continue
-        count += 1
-        policy = data.get("policy", policy)
-        if isinstance(data.get("quantum"), int | float):
-            quantum = max(quantum or 0.0, float(data["quantum"]))
+    merged: dict[str, dict[str, Any]] = {}
+    for rank, data in enumerate(snapshots):
         for client, figures in data.get("clients", {}).items():
-            _add(merged.setdefault(client, {}), figures)
+            _add(merged.setdefault(client, {"counters": [None] * len(snapshots)}), figures, rank)
     for figures in merged.values():  # one scheduler: its counter; several (DP): the sum, and the list
-        counters = figures.pop("counters", [])
-        figures["counter"] = sum(counters) if counters else None
+        counters = figures.pop("counters")
+        known = [c for c in counters if c is not None]
+        figures["counter"] = sum(known) if known else None
         if len(counters) > 1:
             figures["counters"] = counters
-    return {"policy": policy, "schedulers": count, "clients": merged, "quantum": quantum}
+    internal = {c: merged.pop(c) for c in sorted(INTERNAL_CLIENTS) if c in merged}
+    policy = next((d["policy"] for d in reversed(snapshots) if d.get("policy") is not None), None)
+    quanta = [float(d["quantum"]) for d in snapshots if isinstance(d.get("quantum"), int | float)]
+    return {"policy": policy, "schedulers": len(snapshots), "clients": merged, "internal": internal,
+            "quantum": max(quanta) if quanta else None}
 
 
-def _add(into: dict[str, Any], figures: dict[str, Any]) -> None:
+def _rank(path: Path) -> int:
+    """The DP rank of ``scheduler-<rank>.json`` (numeric order: rank 10 after rank 9)."""
+    suffix = path.stem.rsplit("-", 1)[-1]
+    return int(suffix) if suffix.isdigit() else -1
+
+
+def _add(into: dict[str, Any], figures: dict[str, Any], rank: int) -> None:
     for name, value in figures.items():
-        if name in ("weight",) or value is None:
+        if name == "counter":
+            into["counters"][rank] = value
+        elif name in ("weight",) or value is None:
             into.setdefault(name, value)
-        elif name == "counter":
-            into.setdefault("counters", []).append(value)
         else:
             into[name] = into.get(name, 0) + value

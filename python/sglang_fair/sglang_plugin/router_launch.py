@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -98,15 +98,31 @@ def check_router_args(plan: RouterPlan, server_args: Any) -> RouterPlan:
     return plan
 
 
+@dataclass(frozen=True)
+class Feature:
+    """An SGLang feature a fair policy cannot serve with: its flag, whether SGLang's parse has it on,
+    and why (shown in the notice and the generated lists of ``defaults.py``)."""
+
+    flag: str
+    on: Callable[[Any], bool]
+    why: str = ""
+
+    def text(self, markdown: bool = False) -> str:
+        flag = f"`{self.flag}`" if markdown else self.flag
+        return f"{flag} ({self.why})" if self.why else flag
+
+
+ROUTER_OFF = (
+    Feature("--enable-dp-attention", lambda a: bool(getattr(a, "enable_dp_attention", False))),
+    Feature("--nnodes > 1", lambda a: (getattr(a, "nnodes", 1) or 1) > 1, "the router runs on one node"),
+    Feature("--sleep-on-idle", lambda a: bool(getattr(a, "sleep_on_idle", False)),
+            "an idle scheduler would not hear the router"),
+)
+
+
 def router_unsupported(server_args: Any) -> list[str]:
     """The SGLang features on in ``server_args`` that the router cannot serve with."""
-    features = {
-        "--enable-dp-attention": getattr(server_args, "enable_dp_attention", False),
-        "--nnodes > 1 (the router runs on one node)": (getattr(server_args, "nnodes", 1) or 1) > 1,
-        "--sleep-on-idle (an idle scheduler would not hear the router)":
-            getattr(server_args, "sleep_on_idle", False),
-    }
-    return [name for name, on in features.items() if on]
+    return [f.text() for f in ROUTER_OFF if f.on(server_args)]
 
 
 class RouterProcess:

@@ -29,7 +29,8 @@ SGLANG_METHODS = ("auto", "round_robin", "follow_bootstrap_room", "total_request
 ROUTER_FILLED_IN = ("policy", "num_workers")  # from --load-balance-method and --dp-size
 # the link's IPC endpoints, the client TTL (serve's --client-ttl, 0 with --client-keys) and the
 # per-client bound (serve's --client-max-queued x the workers)
-SERVICE_FILLED_IN = ("frontend", "failures", "feedback", "workers", "client_ttl", "client_max_inflight")
+SERVICE_FILLED_IN = ("frontend", "failures", "feedback", "workers", "client_ttl", "client_max_inflight",
+                     "state_file")
 KV_EVENTS_PUBLISHER = "sglang_fair"  # the name our eviction publisher is registered under in SGLang
 
 
@@ -61,7 +62,7 @@ class RouterLink:
     num_workers: int
     heartbeat_interval: float = 0.5
     prefill_budget: bool = False  # workers report their prefill admission budget (the pab router)
-    policy: str = ""  # the router's routing policy (what the fairness page states a bound for)
+    policy: str = ""  # the router's routing policy (the fairness page's bound, the ready line)
 
     def __post_init__(self) -> None:
         require(self.num_workers >= 1, f"num_workers must be >= 1, got {self.num_workers}")
@@ -87,6 +88,11 @@ class RouterLink:
 
     def workers(self) -> list[str]:
         return [self.worker(rank) for rank in range(self.num_workers)]
+
+    @property
+    def state_file(self) -> str:
+        """The router's ``/state`` view, rewritten every half second (``GET /fairness/router``)."""
+        return os.path.join(self.directory, "state.json")
 
     def to_env(self) -> str:
         return json.dumps(asdict(self))
@@ -123,5 +129,5 @@ def router_command(link: RouterLink, policy: str, settings: RouterSettings, cost
     setting written back as the flags that declare it."""
     routing = replace(settings.routing, policy=policy, num_workers=link.num_workers, cost=cost)
     service = replace(settings.service, frontend=link.frontend, failures=link.failures,
-                      feedback=link.feedback, workers=",".join(link.workers()))
+                      feedback=link.feedback, workers=",".join(link.workers()), state_file=link.state_file)
     return ["router", *to_flags(service), *to_flags(routing, skip=("num_workers",)), *to_flags(cost)]
