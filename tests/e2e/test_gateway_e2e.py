@@ -242,4 +242,7 @@ def test_a_killed_gateway_loses_nothing_at_its_peer(cluster: dict[str, Any]) -> 
     before = served()
     status, raw = post(two + "/generate", {"text": "retried", "sampling_params": {"max_new_tokens": 2}}, KEY)
     assert status == 200, raw  # the same key, the same client, at the other replica
+    deadline = time.monotonic() + 5  # /fairness counts what the schedulers last published (every ~0.5 s)
+    while served() != before + 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert served() == before + 1
