@@ -34,9 +34,9 @@ def test_lost_finished_notices_from_real_workers_are_reconciled(
         for t in threads:
             t.join(120)
         assert [o.status for o in outcomes] == [200] * 16
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 30  # the router's view is refreshed every half second
         state: dict[str, Any] = get_json(router + "/state")
-        while state["inflight"] and time.monotonic() < deadline:
+        while (state["inflight"] or state["counts"]["dispatched"] < 16) and time.monotonic() < deadline:
             time.sleep(0.5)
             state = get_json(router + "/state")
     counts = state["counts"]
