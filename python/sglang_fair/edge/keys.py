@@ -1,7 +1,9 @@
-"""API keys that identify clients: a file of ``API_KEY CLIENT [WEIGHT]`` lines.
+"""API keys that identify clients: a file of ``API_KEY CLIENT [WEIGHT]`` lines, or a tenant file.
 
 Blank lines and lines starting with ``#`` are ignored. A key may appear once; a client may have
-several keys, but they must agree on its weight. Errors name the file and the line.
+several keys, but they must agree on its weight. Errors name the file and the line. A file whose name
+ends in ``.toml`` is a tenant file (``tenants.py``: keys, weight and budgets per tenant); a key file is
+a tenant file with defaults.
 """
 
 from __future__ import annotations
@@ -9,14 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.edge.budgets import Budget
+from sglang_fair.edge.tenants import Tenant, parse_tenants
 
 
 @dataclass(frozen=True)
 class KeyTable:
-    """Key -> client and client -> weight (clients without a weight column get none here)."""
+    """Key -> client, client -> weight (clients without a weight get none here) and client -> budget
+    (only a tenant file sets budgets)."""
 
     clients: dict[str, str] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
+    budgets: dict[str, Budget] = field(default_factory=dict)
 
     @property
     def enabled(self) -> bool:
@@ -69,5 +75,14 @@ def read_lines(path: str, flag: str) -> list[str]:
 
 
 def load_key_file(path: str) -> KeyTable:
-    """Read and parse a key file; unreadable files raise :class:`ConfigError`."""
-    return parse_key_lines(read_lines(path, "--client-keys"), path)
+    """Read and parse a key file, or a tenant file (``*.toml``); unreadable files raise
+    :class:`ConfigError`."""
+    lines = read_lines(path, "--client-keys")
+    return table_of(parse_tenants(lines, path)) if path.endswith(".toml") else parse_key_lines(lines, path)
+
+
+def table_of(tenants: list[Tenant]) -> KeyTable:
+    """The key table of a tenant file's tenants."""
+    clients = {key: t.name for t in tenants for key in t.keys}
+    weights = {t.name: t.weight for t in tenants if t.weight is not None}
+    return KeyTable(clients, weights, {t.name: t.budget for t in tenants if t.budget.bounded})

@@ -33,6 +33,7 @@ from fastapi.responses import JSONResponse, Response
 from sglang_fair.dashboard.gateway_page import mount as mount_page
 from sglang_fair.dashboard.status import StatusBook, StatusMiddleware
 from sglang_fair.edge.asgi import Receive, Scope, Send
+from sglang_fair.edge.budgets import OverBudget
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.duties import Duties
@@ -92,6 +93,8 @@ class Gateway:
                 break
             except ClientOverLimit as err:
                 return error(429, "TooManyRequests", str(err), {"retry-after": "1"})
+            except OverBudget as err:
+                return error(429, "TooManyRequests", str(err), {"retry-after": str(err.retry_after)})
             url = ticket.worker.server.url
             try:
                 sent = self._servers().send(url, path, pinned(accepted.raw, body, ticket), client)

@@ -8,6 +8,7 @@ import time
 
 import uvicorn
 
+from sglang_fair.edge.budgets import BudgetBook
 from sglang_fair.gateway.app import Gateway, make_app
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.duties import EXIT_DUTY_FAILED
@@ -39,7 +40,8 @@ def build_gateway(config: GatewayConfig, table: WorkerTable) -> Gateway:
     servers that have one."""
     link = peer_link(config, table)
     router = GatewayRouter(make_routing_policy(config.routing(len(table))), table,
-                           config.edge.client_max_inflight, config.edge.idle_ttl(), peers=link)
+                           config.edge.client_max_inflight, config.edge.idle_ttl(), peers=link,
+                           budgets=BudgetBook(config.edge.key_table.budgets))
     listener = None
     if sources(table):
         heard = [w.index for w in table if w.server.feedback_endpoint]

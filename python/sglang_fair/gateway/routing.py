@@ -10,7 +10,9 @@ too. It also
 keeps each client's requests in flight (``routing/clients.py``, the router process's book too): over
 ``client_max_inflight`` a request is refused (``ClientOverLimit``, 429), and a client with none in
 flight for ``client_ttl`` seconds is forgotten by the policy (its counters: one that returns is a new
-client).
+client). The tenant file's budgets (``edge/budgets.py``) are kept here too, charged with this
+replica's dispatches and finishes and its peers' (so two replicas enforce one budget): a tenant over
+its budget is refused (``OverBudget``, 429 with ``Retry-After``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sglang_fair.core.global_tree import WIDTH, pack_tokens
+from sglang_fair.edge.budgets import BudgetBook
 from sglang_fair.gateway.servers import Worker, WorkerTable
 from sglang_fair.routing import RoutingPolicy
 from sglang_fair.routing.clients import ClientBook
@@ -62,11 +65,12 @@ class GatewayRouter:
 
     def __init__(self, policy: RoutingPolicy, table: WorkerTable, client_max_inflight: int = 0,
                  client_ttl: float = 0.0, clock: Callable[[], float] = time.monotonic,
-                 peers: Announcer | None = None) -> None:
+                 peers: Announcer | None = None, budgets: BudgetBook | None = None) -> None:
         if policy.config.num_workers != len(table):
             raise ValueError(f"the policy has {policy.config.num_workers} workers, the table {len(table)}")
         self.policy, self.table, self.clock, self.peers = policy, table, clock, peers
         self.clients = ClientBook(client_ttl, client_max_inflight, "gateway")
+        self.budgets = budgets if budgets is not None else BudgetBook({})
         self._ids = itertools.count()
         self.routed = [0] * len(table)
         self.observed = [0] * len(table)  # dispatches of peer replicas recorded
@@ -75,13 +79,16 @@ class GatewayRouter:
 
     def route(self, client: str, tokens: Sequence[int]) -> Ticket:
         """Pick a worker for ``client``'s prompt ``tokens`` (raises ``NoWorkerError`` if none is alive,
-        ``ClientOverLimit`` if the client is at its bound)."""
+        ``ClientOverLimit`` if the client is at its bound, ``OverBudget`` if it used its budget)."""
+        now = self.clock()
+        self.budgets.check(client, now)
         self.clients.admit(client)
         rid = f"gw-{next(self._ids)}"
         packed = pack_tokens(tokens)
         index = self.policy.route(RoutedPrompt(rid, client, packed))
         self.routed[index] += 1
-        self.clients.enter(client, self.clock())
+        self.budgets.charge(client, now, requests=1, tokens=len(tokens))
+        self.clients.enter(client, now)
         if self.peers is not None:
             self.peers.dispatched(rid, client, index, packed)
         return Ticket(rid, client, self.table[index], len(tokens))
@@ -90,6 +97,7 @@ class GatewayRouter:
         """The response of ``ticket`` ended (completed, failed or cut) after ``output_tokens``; a peer's
         ticket (:meth:`peer_ticket`) when the peer said so or was released silent."""
         output_tokens = max(0, output_tokens)
+        self.budgets.charge(ticket.client, self.clock(), tokens=output_tokens)
         self.finished[ticket.worker.index] += 1
         self.policy.on_finish(ticket.worker.index, ticket.client, output_tokens)
         if not ticket.peer:
@@ -101,7 +109,9 @@ class GatewayRouter:
     def observe(self, rid: str, client: str, worker: int, tokens: bytes) -> None:
         """A peer replica dispatched ``rid`` to ``worker``: the policy records it as its own."""
         self.policy.observe(RoutedPrompt(rid, client, tokens), worker)
-        self.clients.touch(client, self.clock())  # a client busy at a peer is not idle here
+        now = self.clock()
+        self.budgets.charge(client, now, requests=1, tokens=len(tokens) // WIDTH)
+        self.clients.touch(client, now)  # a client busy at a peer is not idle here
         self.observed[worker] += 1
 
     def peer_ticket(self, worker: int, client: str, rid: str = "") -> Ticket:
@@ -141,7 +151,7 @@ class GatewayRouter:
         flight (the policy's queue)."""
         return {"policy": self.policy.name, "model": self.table.model,
                 "clients_in_flight": len(self.clients.inflight), "forgotten_clients": self.forgotten,
-                "observed_from_peers": sum(self.observed),
+                "observed_from_peers": sum(self.observed), "budgets": self.budgets.view(self.clock()),
                 "workers": [
             {"index": w.index, "server": w.server.url, "rank": w.rank, "routed": self.routed[w.index],
              "observed": self.observed[w.index], "finished": self.finished[w.index],

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from typing import Any
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.edge.admins import AdminOnlyMiddleware
 from sglang_fair.edge.bodies import JsonBodyMiddleware
+from sglang_fair.edge.budget_gate import BudgetMiddleware, TokenMeter
+from sglang_fair.edge.budgets import BudgetBook
 from sglang_fair.edge.identity import PROBE_CLIENT, ClientIdentityMiddleware, client_in, resolve_hosts
 from sglang_fair.edge.inflight import ClientInflightMiddleware
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
@@ -87,21 +90,34 @@ def pins_guarded(config: FairConfig, router: bool) -> bool:
     return router or config.edge.gateway_token.enabled
 
 
-def fairness_view(everything: dict[str, Any], client: str | None, config: FairConfig) -> dict[str, Any]:
-    """What ``client`` may read: every client without keys or for an admin key, else its own row."""
-    if not config.edge.key_table.enabled or client in config.admins():
+def fairness_view(everything: dict[str, Any], client: str | None, config: FairConfig,
+                  meter: TokenMeter | None = None) -> dict[str, Any]:
+    """What ``client`` may read: every client without keys or for an admin key, else its own row; with
+    budgets, each readable tenant's budget, used and left in the last minute (``budgets``)."""
+    whole = not config.edge.key_table.enabled or client in config.admins()
+    if meter is not None and meter.book.enabled:
+        now = time.monotonic()
+        meter.sync(now)
+        everything = {**everything, "budgets": meter.book.view(now, None if whole else {client or ""})}
+    if whole:
         return everything
     clients = everything.get("clients", {})
     return {**everything, "clients": {client: clients[client]} if client in clients else {}}
 
 
-def make_fairness_endpoint(config: FairConfig) -> Any:
-    """``GET /fairness``: per client counter, service (actual and perceived), waiting, running."""
+def token_totals() -> dict[str, int]:
+    """Each client's input + output tokens so far, as the schedulers published them."""
+    return {c: int(f.get("input_tokens", 0)) + int(f.get("output_tokens", 0))
+            for c, f in read_all(state_dir())["clients"].items()}
+
+
+def make_fairness_endpoint(config: FairConfig, meter: TokenMeter | None = None) -> Any:
+    """``GET /fairness``: per client counter, service (actual and perceived), waiting, running; budgets."""
     from starlette.responses import JSONResponse
 
     async def fairness_endpoint(request: Any) -> Any:
         client = client_in(request.scope)
-        return JSONResponse(fairness_view(read_all(state_dir()), client, config))
+        return JSONResponse(fairness_view(read_all(state_dir()), client, config, meter))
 
     return fairness_endpoint
 
@@ -124,7 +140,8 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     400 for a JSON endpoint's body that is not a JSON object (always), 404 for an unknown ``model``
     (unless ``--accept-any-model``) and, when a fair policy, client keys or the global router are
     configured, the client's identity, with the admins' ``/metrics`` and ``/fairness/router`` (with
-    keys) and the per-client in-flight bound (``--client-max-inflight``) inside it (so installing the package
+    keys), the tenant file's budgets (``edge/budget_gate.py``) and the per-client in-flight bound
+    (``--client-max-inflight``) inside it (so installing the package
     leaves SGLang's own policies, and their use of ``routing_key``, untouched)."""
     from sglang.srt.entrypoints import http_server
 
@@ -137,7 +154,8 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     link = link_from_env()
     router = link is not None
     check_edge(server_args, config, router)
-    app.add_route("/fairness", make_fairness_endpoint(config), methods=["GET"])
+    meter = TokenMeter(BudgetBook(config.edge.key_table.budgets), token_totals)
+    app.add_route("/fairness", make_fairness_endpoint(config, meter), methods=["GET"])
     app.add_route(ROUTER_PATH, make_router_endpoint(link), methods=["GET"])
     if config.feedback.enabled:
         app.add_route(ADVERT_PATH, make_advert_endpoint(config.feedback), methods=["GET"])
@@ -148,6 +166,8 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     if identity_needed(policy, config, router):
         if edge.client_max_inflight > 0:
             app.add_middleware(ClientInflightMiddleware, max_inflight=edge.client_max_inflight)
+        if meter.book.enabled:
+            app.add_middleware(BudgetMiddleware, book=meter.book, meter=meter)
         if edge.key_table.enabled:
             app.add_middleware(AdminOnlyMiddleware, admins=config.admins())
         app.add_middleware(
