@@ -37,15 +37,20 @@ class D2LPM(RoutingPolicy):
         return {client: list(q) for client, q in self.deficits.items()}
 
     def choose(self, req: RouteRequest) -> int:
-        q, alive = self.counters(req.client), self.alive
-        available = [w for w in alive if q[w] > 0]  # G_avail
-        if not available:  # lines 5-6, all rounds at once: the fewest that suffice
-            quantum = self.config.quantum * self.config.cost.weight(req.client)
+        quantum = self.config.quantum * self.config.cost.weight(req.client)
+        return self.pick(req, self.refilled(req.client, quantum))
+
+    def refilled(self, client: str, quantum: float) -> list[int]:
+        """G_avail: the live workers where ``client`` has credit, after Alg. 2's refill (lines 5-6, all
+        rounds of ``quantum`` at once: the fewest that suffice) if there were none."""
+        q, alive = self.counters(client), self.alive
+        available = [w for w in alive if q[w] > 0]
+        if not available:
             rounds = min(math.floor(-q[w] / quantum) + 1 for w in alive)
             for w in self.workers:
                 q[w] += rounds * quantum
             available = [w for w in alive if q[w] > 0]
-        return self.pick(req, available)
+        return available
 
     def charge(self, req: RouteRequest, worker: int) -> None:
         """Line 15: q[client][worker] -= w_e * |input|."""

@@ -40,8 +40,6 @@ by DLPM against every other client on them.
 
 from __future__ import annotations
 
-import math
-
 from sglang_fair.core.global_tree import token_count
 from sglang_fair.routing.base import RouterConfig, RouteRequest
 from sglang_fair.routing.d2lpm import D2LPM
@@ -128,14 +126,5 @@ class FairCacheAware(D2LPM):
         return min(credit or ok, key=lambda w: (share(w), sizes[w], w))
 
     def available(self, client: str, n: int | None = None) -> list[int]:
-        """G_avail: the live workers where ``client`` has credit, after Alg. 2's refill (lines 5-6,
-        with the client's quantum, a request of ``n`` tokens at hand) if there were none."""
-        q, alive = self.counters(client), self.alive
-        available = [w for w in alive if q[w] > 0]
-        if not available:
-            quantum = self.quantum(client, n)
-            rounds = min(math.floor(-q[w] / quantum) + 1 for w in alive)
-            for w in self.workers:
-                q[w] += rounds * quantum
-            available = [w for w in alive if q[w] > 0]
-        return available
+        """G_avail after Alg. 2's refill with the client's quantum (a request of ``n`` tokens at hand)."""
+        return self.refilled(client, self.quantum(client, n))
