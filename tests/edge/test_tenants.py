@@ -20,6 +20,7 @@ TENANTS = """\
 [tenants.premium]
 keys = ["sk-p1", "sk-p2"]
 weight = 4
+band = "interactive"
 requests_per_minute = 600
 tokens_per_minute = 200_000
 
@@ -29,6 +30,7 @@ keys = ["sk-r"]
 [tenants.free]
 keys = ["sk-f"]
 weight = 0.5
+band = "batch"
 tokens_per_minute = 20_000
 """
 
@@ -43,6 +45,7 @@ def test_a_tenant_file_gives_keys_weights_and_budgets(tmp_path: Path) -> None:
     assert table.clients == {"sk-p1": "premium", "sk-p2": "premium", "sk-r": "regular", "sk-f": "free"}
     assert table.weights == {"premium": 4.0, "free": 0.5}
     assert table.budgets == {"premium": Budget(600, 200_000), "free": Budget(0, 20_000)}
+    assert table.bands == {"premium": 0, "free": 2}
 
 
 def test_a_key_file_is_a_tenant_file_with_defaults(tmp_path: Path) -> None:
@@ -57,6 +60,13 @@ def test_serve_and_the_gateway_read_the_same_tenants(tmp_path: Path) -> None:
     gateway = gateway_config(build_parser().parse_args(["gateway", "--worker-urls", "http://s:1", *flags]))
     assert served.edge == gateway.edge and served.edge.key_table.budgets["premium"].requests_per_minute == 600
     assert served.cost().client_weights == gateway.cost().client_weights == {"premium": 4.0, "free": 0.5}
+    assert served.for_policy("dlpm_light").client_bands == {"premium": 0, "free": 2}  # the schedulers'
+
+
+def test_a_band_in_the_file_and_another_in_the_flag_is_refused(tmp_path: Path) -> None:
+    flags = ["serve", "--client-keys", write(tmp_path, TENANTS), "--fair-client-bands", "free=interactive"]
+    with pytest.raises(ConfigError, match="band 0 in --fair-client-bands conflicts with band 2"):
+        build_config(vars(build_parser().parse_args(flags)))
 
 
 @pytest.mark.parametrize(("text", "message"), [
@@ -64,6 +74,7 @@ def test_serve_and_the_gateway_read_the_same_tenants(tmp_path: Path) -> None:
     ("[tenants.a]\nkeys = [\"k\"]\n\n[tenants.b]\nkeys = [\"k\"]\n", "tenants.toml:4: tenant 'b': a key is"),
     ("[tenants.a]\nkeys = []\n", "tenants.toml:1: tenant 'a': keys must be a non-empty list"),
     ("[tenants.a]\nkeys = [\"k\"]\nweight = 0\n", "weight must be a number > 0"),
+    ("[tenants.a]\nkeys = [\"k\"]\nband = \"urgent\"\n", "band must be one of interactive, standard, batch"),
     ("[tenants.a]\nkeys = [\"k\"]\ntokens_per_minute = -1\n", "tokens_per_minute must be a whole number"),
     ("[tenants.a]\nkeys = [\"k\"]\nrequests_per_minute = 1.5\n", "requests_per_minute must be a whole"),
     ("[tenants.a]\nkeys = [\"k\"\n", "not valid TOML"),

@@ -54,6 +54,7 @@ def test_config_travels_through_the_environment(tmp_path: Path) -> None:
         ({"fair_quantum": 100.0}, sglang_args("lpm"), "--fair-quantum applies to --schedule-policy dlpm"),
         ({"fair_quantum": 100.0}, sglang_args("vtc"), "--fair-quantum applies to --schedule-policy dlpm"),
         ({"client_weights": "a=2"}, sglang_args("fcfs"), "client weights need"),
+        ({"fair_client_bands": "a=batch"}, sglang_args("vtc"), "priority bands"),
         ({}, sglang_args("dlpm", enable_priority_scheduling=True), "--enable-priority-scheduling"),
         ({}, sglang_args("vtc", pp_size=2), "--pp-size > 1"),
         ({}, sglang_args("dlpm", lora_paths=["x"]), "--enable-lora"),

@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, TypeVar
 
+from sglang_fair.admission.band_names import MAX_BAND, parse_bands
 from sglang_fair.admission.quantum import Quantum
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError, require
@@ -79,7 +80,21 @@ class AdmissionConfig:
                 "times the client's weight; 0: the policy's default (dlpm_light 0.25 s; dlpm: none, "
                 "its quantum is in units)"})
 
+    client_bands: Mapping[str, float] = field(default_factory=dict, metadata={
+        "parse": parse_bands,
+        "help": "priority band per client, 'chat=interactive,etl=batch' (interactive 0, standard 1, batch 2, "
+                "or numbers; 0 first; unnamed clients 1; a tenant file's band too): strict priority between "
+                "bands, the policy's fairness inside each (dlpm, dlpm_light; docs/tenants.md)"})
+    band_aging_s: float = field(default=10.0, metadata={
+        "help": "seconds a request of a later band waits before it is admitted as if of band 0 (no band "
+                "starves; with --fair-client-bands)"})
+
     def __post_init__(self) -> None:
+        for client, band in self.client_bands.items():
+            require(band >= 0 and float(band).is_integer() and band <= MAX_BAND,
+                    f"band of client {client!r} must be a whole number in [0, {MAX_BAND}], got {band}")
+        object.__setattr__(self, "client_bands", {c: int(b) for c, b in self.client_bands.items()})
+        require(self.band_aging_s > 0, f"--fair-band-aging-s must be > 0, got {self.band_aging_s}")
         require(self.quantum >= 0,
                 f"--fair-quantum (Q^u) must be >= 0 (0: the policy's default), got {self.quantum}")
         require(self.quantum_s >= 0,
@@ -139,6 +154,7 @@ class AdmissionPolicy(ABC):
     uses_quantum: ClassVar[bool] = False
     default_quantum: ClassVar[float] = 4096.0
     default_quantum_s: ClassVar[float] = 0.0  # > 0: the default quantum is this many seconds of service
+    supports_bands: ClassVar[bool] = False  # keeps priority bands (config.client_bands, bands.py)
 
     def __init__(self, config: AdmissionConfig) -> None:
         self.config = config
@@ -148,6 +164,7 @@ class AdmissionPolicy(ABC):
         tokens = config.quantum or (0.0 if seconds else self.default_quantum)
         self._quantum = Quantum(tokens, seconds)
         self.served = 0.0  # service charged to every client so far
+        self.now: float | None = None  # the host's clock at the last tick (None: it never ticks)
 
     @property
     def quantum(self) -> float:
@@ -164,6 +181,7 @@ class AdmissionPolicy(ABC):
         book = self.book
         busy = any(book.queued.values()) or any(book.running.values())
         self._quantum.meter.tick(now, self.served, busy)
+        self.now = now
 
     # ---- events -------------------------------------------------------------------------------
     def on_arrival(self, req: WaitingRequest) -> None:

@@ -14,6 +14,11 @@ weight) within 2 * (U + Q^u) of each other, U = w_e * L_input + w_q * M.
 
 Work conservation: a request that fits is skipped only while some other client with a waiting
 request still has a positive counter; that client's requests are admitted first once they fit.
+
+Priority bands (``client_bands``, ``bands.py``): with bands configured, each step scans the bands in
+order, band 0 first, and runs the loop above inside each band alone (its credit check and refills over
+that band's clients), so fairness and its bound hold inside a band and a later band gets only what the
+earlier ones leave; a request waiting ``band_aging_s`` is scanned with band 0.
 """
 
 from __future__ import annotations
@@ -21,20 +26,25 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+from sglang_fair.admission.bands import BandClock
 from sglang_fair.admission.base import AdmissionConfig, AdmissionPolicy, Budget, R, WaitingRequest
 from sglang_fair.admission.lpm import lpm_order
+
+Scope = set[str] | None  # the clients one scan is over (None: every client)
 
 
 class DLPM(AdmissionPolicy):
     name = "dlpm"
     orders_by_cache = True
     uses_quantum = True
+    supports_bands = True
 
     def __init__(self, config: AdmissionConfig) -> None:
         super().__init__(config)
         self.deficits: defaultdict[str, float] = defaultdict(float)
         self.refills = 0  # number of CHECKREFILL rounds that refilled, for inspection
         self.largest_quantum = 0.0  # the largest Q^u a refill gave (before weights): the bound's Q^u
+        self.bands = BandClock(config.client_bands, config.band_aging_s)
 
     def counter(self, client: str) -> float | None:
         return self.deficits[client]
@@ -58,13 +68,15 @@ class DLPM(AdmissionPolicy):
         super()._charge(client, amount)
         self.deficits[client] -= amount
 
-    def _queued_client_has_credit(self) -> bool:
-        return any(n > 0 and self.deficits[c] > 0 for c, n in self.book.queued.items())
+    def _queued_client_has_credit(self, scope: Scope = None) -> bool:
+        return any(n > 0 and self.deficits[c] > 0 for c, n in self.book.queued.items()
+                   if scope is None or c in scope)
 
-    def _refill(self) -> None:
-        """Lines 6-7: every active client with q_i <= 0 gains Q^u times its weight."""
+    def _refill(self, scope: Scope = None) -> None:
+        """Lines 6-7: every active client (of ``scope``) with q_i <= 0 gains Q^u times its weight."""
         book, quantum = self.book, self.quantum
-        for client in [c for c in set(book.queued) | set(book.running) if book.active(c)]:
+        for client in [c for c in set(book.queued) | set(book.running)
+                       if book.active(c) and (scope is None or c in scope)]:
             if self.deficits[client] <= 0:
                 self.deficits[client] += quantum * self.cost.weight(client)
         self._refilled(quantum)
@@ -79,6 +91,22 @@ class DLPM(AdmissionPolicy):
 
     def select(self, waiting: Sequence[R], budget: Budget) -> list[R]:
         queue = self.order(waiting)
+        if not self.bands.enabled:
+            return self._scan(queue, budget, None)
+        admitted: list[R] = []
+        for band, members in self.bands.split(queue, self.now):
+            if budget.exhausted():
+                break
+            admitted += self._scan(members, budget, self.bands.scope(band, members, self.deficits))
+        self.bands.left(admitted)
+        return admitted
+
+    def on_drop(self, req: WaitingRequest) -> None:
+        super().on_drop(req)
+        self.bands.left([req])
+
+    def _scan(self, queue: list[R], budget: Budget, scope: Scope) -> list[R]:
+        """Lines 16-26 over ``queue``, CHECKREFILL over the clients of ``scope``."""
         admitted: list[R] = []
         progress = True
         credit: bool | None = None  # cached CHECKREFILL condition; None = recompute
@@ -96,9 +124,9 @@ class DLPM(AdmissionPolicy):
                     break
                 if self.deficits[client] <= 0:  # line 20: CHECKREFILL
                     if credit is None:
-                        credit = self._queued_client_has_credit()
+                        credit = self._queued_client_has_credit(scope)
                     if not credit:
-                        self._refill()
+                        self._refill(scope)
                         credit, progress = None, True
                 if self.deficits[client] > 0 and budget.try_add(req):
                     self._charge(client, self._admit(req))

@@ -58,11 +58,14 @@ class DLPMLight(DLPM):
             fresh = self.quantum * self.cost.weight(client) if self.refills else 0.0
             self.deficits[client] = fresh
 
-    def _refill(self) -> None:
-        """Line 7 over every client seen: q_i <= 0 gains Q^u w_i (as in Algorithm 1); a client with
-        credit left (none waiting, else there would be no refill) is topped up to Q^u w_i."""
+    def _refill(self, scope: set[str] | None = None) -> None:
+        """Line 7 over every client seen (of ``scope``, a band's): q_i <= 0 gains Q^u w_i (as in
+        Algorithm 1); a client with credit left (none waiting, else there would be no refill) is topped
+        up to Q^u w_i."""
         quantum = self.quantum
         for client, q in self.deficits.items():
+            if scope is not None and client not in scope:
+                continue
             full = quantum * self.cost.weight(client)
             self.deficits[client] = min(q + full, full)
         self._refilled(quantum)

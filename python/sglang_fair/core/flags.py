@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import collections.abc
 import dataclasses
+import functools
 import typing
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sglang_fair.core.cost import format_weights, parse_weights
@@ -50,8 +52,10 @@ def add_flags(
                 action=argparse.BooleanOptionalAction, help=help_text,
             )
         elif typing.get_origin(kind) is collections.abc.Mapping:
+            parse = f.metadata.get("parse", parse_weights)
             parser.add_argument(
-                _flag(f.name, prefix), dest=prefix + f.name, type=_weights, default=None,
+                _flag(f.name, prefix), dest=prefix + f.name, type=functools.partial(_mapping, parse),
+                default=None,
                 help=f"{help_text} (default: none)".strip(),
             )
         elif kind in _SCALARS:
@@ -91,8 +95,8 @@ def to_flags(config: Any, prefix: str | None = None, skip: tuple[str, ...] = ())
     return out
 
 
-def _weights(text: str) -> dict[str, float]:
+def _mapping(parse: Callable[[str], dict[str, float]], text: str) -> dict[str, float]:
     try:
-        return parse_weights(text)
+        return parse(text)
     except ConfigError as err:
         raise argparse.ArgumentTypeError(str(err)) from None

@@ -17,12 +17,13 @@ from sglang_fair.edge.tenants import Tenant, parse_tenants
 
 @dataclass(frozen=True)
 class KeyTable:
-    """Key -> client, client -> weight (clients without a weight get none here) and client -> budget
-    (only a tenant file sets budgets)."""
+    """Key -> client, client -> weight (clients without a weight get none here), client -> budget and
+    client -> priority band (only a tenant file sets budgets and bands)."""
 
     clients: dict[str, str] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
     budgets: dict[str, Budget] = field(default_factory=dict)
+    bands: dict[str, int] = field(default_factory=dict)
 
     @property
     def enabled(self) -> bool:
@@ -85,4 +86,5 @@ def table_of(tenants: list[Tenant]) -> KeyTable:
     """The key table of a tenant file's tenants."""
     clients = {key: t.name for t in tenants for key in t.keys}
     weights = {t.name: t.weight for t in tenants if t.weight is not None}
-    return KeyTable(clients, weights, {t.name: t.budget for t in tenants if t.budget.bounded})
+    return KeyTable(clients, weights, {t.name: t.budget for t in tenants if t.budget.bounded},
+                    {t.name: t.band for t in tenants if t.band is not None})

@@ -4,6 +4,7 @@
     [tenants.premium]
     keys = ["sk-premium-1", "sk-premium-2"]
     weight = 4                        # its share against the others (default 1)
+    band = "interactive"              # interactive, standard (default) or batch: strict priority
     requests_per_minute = 600         # 0 or absent: no bound
     tokens_per_minute = 200_000       # input + output tokens
 
@@ -21,10 +22,11 @@ import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
+from sglang_fair.admission.band_names import NAMED_BANDS
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.edge.budgets import Budget
 
-FIELDS = frozenset({"keys", "weight", "requests_per_minute", "tokens_per_minute"})
+FIELDS = frozenset({"keys", "weight", "band", "requests_per_minute", "tokens_per_minute"})
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Tenant:
     name: str
     keys: tuple[str, ...]
     weight: float | None = None
+    band: int | None = None
     budget: Budget = field(default_factory=Budget)
 
 
@@ -67,8 +70,13 @@ def _tenant(where: str, name: str, table: Any) -> Tenant:
     if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int | float)
                                or not weight > 0):
         raise ConfigError(f"{where}: tenant {name!r}: weight must be a number > 0, got {weight!r}")
+    band = table.get("band")
+    if band is not None and band not in NAMED_BANDS:
+        raise ConfigError(f"{where}: tenant {name!r}: band must be one of {', '.join(NAMED_BANDS)}, "
+                          f"got {band!r}")
     budget = Budget(_count(where, table, "requests_per_minute"), _count(where, table, "tokens_per_minute"))
-    return Tenant(name, tuple(keys), None if weight is None else float(weight), budget)
+    return Tenant(name, tuple(keys), None if weight is None else float(weight),
+                  None if band is None else NAMED_BANDS[band], budget)
 
 
 def parse_tenants(lines: list[str], name: str = "<tenants>") -> list[Tenant]:

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_fair.admission import AdmissionConfig
+from sglang_fair.admission.band_names import parse_bands
 from sglang_fair.batching import BatchingConfig
 from sglang_fair.core.cost import CostModel, parse_weights
-from sglang_fair.core.errors import require
+from sglang_fair.core.errors import ConfigError, require
 from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.edge.config import EdgeConfig, edge_config
 from sglang_fair.links.feedback_hub import FeedbackConfig
@@ -66,6 +67,7 @@ class FairConfig:
                 "(SGLang decodes every running request in every decode step; Sarathi's rule is SGLang's "
                 "--enable-mixed-chunk with --chunked-prefill-size; see docs/batching.md)")
         self.cost()  # a conflict between the flag and the key file is an error at once
+        self.bands()
 
     def admins(self) -> frozenset[str]:
         """The clients whose keys may read every client's figures."""
@@ -76,9 +78,19 @@ class FairConfig:
         weights = self.edge.weights(self.admission.cost.client_weights)
         return dataclasses.replace(self.admission.cost, client_weights=weights)
 
+    def bands(self) -> dict[str, float]:
+        """``--fair-client-bands`` with the tenant file's bands (a conflict: error)."""
+        bands = dict(self.admission.client_bands)
+        for client, band in self.edge.key_table.bands.items():
+            if bands.get(client, band) != band:
+                raise ConfigError(f"client {client!r}: band {bands[client]:g} in --fair-client-bands "
+                                  f"conflicts with band {band} in --client-keys")
+            bands[client] = band
+        return bands
+
     def for_policy(self, policy: str) -> AdmissionConfig:
         """The core's admission config for SGLang policy name ``policy``."""
-        return dataclasses.replace(self.admission, policy=policy, cost=self.cost())
+        return dataclasses.replace(self.admission, policy=policy, cost=self.cost(), client_bands=self.bands())
 
     def to_env(self) -> str:
         """The flag values as JSON; :func:`config_from_env` rebuilds the same config."""
@@ -111,6 +123,8 @@ def build_config(values: Mapping[str, Any]) -> FairConfig:
     args = argparse.Namespace(**{k: v for k, v in values.items() if v is not None})
     if isinstance(getattr(args, "client_weights", None), str):
         args.client_weights = parse_weights(args.client_weights)
+    if isinstance(getattr(args, "fair_client_bands", None), str):
+        args.fair_client_bands = parse_bands(args.fair_client_bands)
     admission = from_flags(AdmissionConfig, args, cost=from_flags(CostModel, args))
     return from_flags(FairConfig, args, admission=admission, batching=from_flags(BatchingConfig, args),
                       feedback=from_flags(FeedbackConfig, args), edge=edge_config(args))

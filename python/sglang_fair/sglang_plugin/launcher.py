@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sglang_fair.admission import ADMISSION_POLICIES
+from sglang_fair.admission import ADMISSION_POLICIES, keeps_bands
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.links.feedback_hub import FeedbackHub
 from sglang_fair.sglang_plugin import PLUGIN_NAME
@@ -56,6 +56,9 @@ def check_combination(config: FairConfig, server_args: Any) -> None:
                           f"(got {policy})")
     if config.cost().client_weights and not fair:
         raise ConfigError(f"client weights need --schedule-policy dlpm, dlpm_light or vtc (got {policy})")
+    if config.bands() and not keeps_bands(policy):
+        raise ConfigError(f"priority bands (--fair-client-bands, a tenant's band) need --schedule-policy "
+                          f"dlpm or dlpm_light (got {policy})")
     if config.edge.key_table.enabled and getattr(server_args, "api_key", None):
         raise ConfigError("--client-keys and SGLang's --api-key are two key schemes: use one")
     bad = fair_unsupported(server_args) if fair else []
