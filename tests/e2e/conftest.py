@@ -54,6 +54,20 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         f"(budget {SERVER_BUDGET / GIB:.0f} GiB per server)")
 
 
+SHARED_CLUSTER_USERS = ("test_chaos_e2e", "test_fairness_page_e2e")  # modules on the session's cluster
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests on the shared :func:`cluster` run last (in their order): its two servers and two
+    gateways stay up from its first user to the end of the session, their idle schedulers taking about
+    60% of a core each, and every test run after its first user ran beside them (a timing test on the
+    2-core CI machine failed so)."""
+    def shares_cluster(item: pytest.Item) -> bool:
+        return getattr(getattr(item, "module", None), "__name__", "") in SHARED_CLUSTER_USERS
+
+    items.sort(key=shares_cluster)
+
+
 @pytest.fixture(scope="session")
 def cluster(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """The chaos run's cluster (two CPU servers, two gateway replicas, HAProxy in front), shared by the
