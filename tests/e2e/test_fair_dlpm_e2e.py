@@ -1,12 +1,15 @@
 """DLPM in the real SGLang server vs SGLang's own LPM: the light client, the bound, the cache.
 
 One LPM server and one DLPM server (API keys, metrics on) run the same workload (see
-``sglang_fair.harness.scenario``) for the same window, on the same machine, one after the other.
+``sglang_fair.harness.scenario``) for the same window, on the same machine, one after the other. The
+DLPM server's clients come from a tenant file, where one more tenant has a budget of two requests a
+minute.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,8 +45,10 @@ def dlpm_server(
     tiny_model: Path, tmp_path_factory: pytest.TempPathFactory, lpm: Summary
 ) -> Iterator[tuple[str, Summary]]:
     tmp = tmp_path_factory.mktemp("dlpm")
-    keys = tmp / "keys.txt"
-    keys.write_text("".join(f"{key} {client}\n" for client, key in KEYS.items()) + "key-ops ops\n")
+    keys = tmp / "tenants.toml"
+    keys.write_text("".join(f'[tenants.{client}]\nkeys = ["{key}"]\n' for client, key in KEYS.items())
+                    + '[tenants.ops]\nkeys = ["key-ops"]\n[tenants.budgeted]\nkeys = ["key-budgeted"]\n'
+                    'requests_per_minute = 2\ntokens_per_minute = 100000\n')
     args = ("--schedule-policy", "dlpm", *MAX_RUNNING, "--fair-quantum", str(QUANTUM),
             "--client-keys", str(keys), "--fairness-admins", "ops", "--enable-metrics")
     with running_server(tiny_model, args, tmp / "server.log") as url:
@@ -75,6 +80,24 @@ def test_backlogged_service_difference_within_dlpm_bound(dlpm_server: tuple[str,
 def test_cache_hit_rate_within_ten_percent_of_lpm(lpm: Summary, dlpm_server: tuple[str, Summary]) -> None:
     _, dlpm = dlpm_server
     assert dlpm.hit_rate >= 0.9 * lpm.hit_rate, (dlpm.hit_rate, lpm.hit_rate)
+
+
+def test_a_tenant_over_its_budget_gets_429_and_sees_what_it_used(dlpm_server: tuple[str, Summary]) -> None:
+    url, _ = dlpm_server
+    body = {"text": "the budget", "sampling_params": {"max_new_tokens": 4}}
+    budgeted = {"Authorization": "Bearer key-budgeted"}
+    assert [post(url, "/generate", body, budgeted)[0] for _ in range(2)] == [200, 200]
+    status, answer = post(url, "/generate", body, budgeted)
+    assert status == 429 and b"2 requests per minute" in answer, answer
+    used = get_json(url + "/fairness", headers=budgeted)["budgets"]
+    assert list(used) == ["budgeted"]  # its own row only
+    assert used["budgeted"]["requests_used"] == 2 and used["budgeted"]["requests_left"] == 0
+    deadline = time.monotonic() + 10  # its tokens, as the scheduler publishes them (every half second)
+    while used["budgeted"]["tokens_used"] == 0 and time.monotonic() < deadline:
+        time.sleep(0.3)
+        used = get_json(url + "/fairness", headers=budgeted)["budgets"]
+    assert 8 <= used["budgeted"]["tokens_used"] < 1000, used
+    assert post(url, "/generate", body, auth("light"))[0] == 200  # a tenant without a budget
 
 
 def test_missing_or_unknown_key_gets_401(dlpm_server: tuple[str, Summary]) -> None:

@@ -67,6 +67,14 @@ def test_conflicting_flags_are_refused(
         check_combination(build_config(config), server)
 
 
+def test_token_budgets_need_a_policy_that_counts_tokens(tmp_path: Path) -> None:
+    (tmp_path / "t.toml").write_text('[tenants.a]\nkeys = ["k"]\ntokens_per_minute = 1000\n')
+    config = build_config({"client_keys": str(tmp_path / "t.toml")})
+    check_combination(config, sglang_args("dlpm_light"))
+    with pytest.raises(ConfigError, match="tokens_per_minute budgets need"):
+        check_combination(config, sglang_args("fcfs"))
+
+
 def test_weight_conflict_between_flag_and_key_file(tmp_path: Path) -> None:
     keys = tmp_path / "keys.txt"
     keys.write_text("k1 alice 2\n")

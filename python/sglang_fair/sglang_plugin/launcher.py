@@ -56,6 +56,9 @@ def check_combination(config: FairConfig, server_args: Any) -> None:
                           f"(got {policy})")
     if config.cost().client_weights and not fair:
         raise ConfigError(f"client weights need --schedule-policy dlpm, dlpm_light or vtc (got {policy})")
+    if any(b.tokens_per_minute for b in config.edge.key_table.budgets.values()) and not fair:
+        raise ConfigError(f"tokens_per_minute budgets need --schedule-policy dlpm, dlpm_light or vtc (its "
+                          f"schedulers count each tenant's tokens; got {policy})")
     if config.bands() and not keeps_bands(policy):
         raise ConfigError(f"priority bands (--fair-client-bands, a tenant's band) need --schedule-policy "
                           f"dlpm or dlpm_light (got {policy})")
