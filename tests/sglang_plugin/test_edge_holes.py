@@ -335,6 +335,7 @@ def test_an_absurd_n_is_refused_before_sglang_expands_the_batch() -> None:
     ({"input_ids": [1, 2], "sampling_params": [{}]}, "must be an object for a single prompt"),
     ({"text": ["a", "b"], "sampling_params": [{}]}, "1 entries for a batch of 2"),
     ({"input_ids": [[1], [2]], "sampling_params": []}, "0 entries for a batch of 2"),
+    ({"text": [], "sampling_params": []}, "an empty list"),  # found 2026-11-28
 ])
 def test_sampling_params_not_fitting_the_prompts_are_refused(fields: dict[str, Any], message: str) -> None:
     """Found by the generated e2e test (2026-11-24): SGLang answered these with a 500."""

@@ -248,13 +248,16 @@ def is_probe(obj: Any, scope: Any) -> bool:
 def sampling_params_error(obj: Any) -> str | None:
     """Why ``obj.sampling_params`` does not fit its prompts, or None. SGLang 0.5.23 takes a list only for
     a batch, one dict per prompt: a list with one prompt (``.get`` on a list) or a list shorter than
-    the batch (``IndexError`` when it splits the batch) was a 500. The batch size is read as SGLang's
+    the batch (``IndexError`` when it splits the batch) was a 500, and so was an empty batch
+    (``"text": []``). The batch size is read as SGLang's
     ``GenerateReqInput._determine_batch_size`` reads it (text, else input_ids; embeddings are not
     checked)."""
     params = getattr(obj, "sampling_params", None)
+    text, ids = getattr(obj, "text", None), getattr(obj, "input_ids", None)
+    if isinstance(text, list) and not text:
+        return "text is an empty list: a batch needs at least one prompt"
     if not isinstance(params, list):
         return None
-    text, ids = getattr(obj, "text", None), getattr(obj, "input_ids", None)
     if text is not None:
         batch = None if isinstance(text, str) else len(text)
     elif ids is not None:
