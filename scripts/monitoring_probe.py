@@ -8,9 +8,10 @@
     python3 scripts/monitoring_probe.py lb --stats http://127.0.0.1:8404 --server gateway-1 --state DOWN
 
 ``targets``: Prometheus scrapes every target it was given, each job with the expected count, all up.
-``moves``: chats through the load balancer with the key get 200, then the client's per-client series
-move: its service summed over the servers (``sglang_fair:service``) and its answers at the gateways
-(``sglang_fair_gateway_client_answers_total``). ``dashboard``: every query of every panel of the Grafana
+``moves``: chats through the load balancer with the key get 200 and two naming a model nobody serves 404,
+then the client's per-client series move: its service summed over the servers (``sglang_fair:service``) and
+its answers and refusals at the gateways (``sglang_fair_gateway_client_answers_total``). ``dashboard``: every
+query of every panel of the Grafana
 dashboard is valid PromQL to this Prometheus and returns data (panels of the router, which the fleet
 profiles do not run, only need to be valid). ``lb``: HAProxy reports the gateway ``--server`` in ``--state``
 (its health check). Standard library only. One line per check; the first that fails ends the run with
@@ -80,8 +81,8 @@ def check_targets(prometheus: str, expect: dict[str, int], wait: float) -> str:
         time.sleep(2)
 
 
-def chat(lb: str, key: str) -> int:
-    body = {"model": "default", "max_tokens": 8, "messages": [{"role": "user", "content": "the fair cache"}]}
+def chat(lb: str, key: str, model: str = "default") -> int:
+    body = {"model": model, "max_tokens": 8, "messages": [{"role": "user", "content": "the fair cache"}]}
     headers = {"Content-Type": "application/json", "Authorization": f"Bearer {key}"}
     req = urllib.request.Request(lb + "/v1/chat/completions", data=json.dumps(body).encode(), headers=headers)
     try:
@@ -92,13 +93,17 @@ def chat(lb: str, key: str) -> int:
 
 
 def check_moves(prometheus: str, lb: str, key: str, client: str, count: int, wait: float) -> str:
+    answers = "sum(sglang_fair_gateway_client_answers_total{{client=\"{}\",kind{}}})"
     series = {"service at the servers": f'sum(sglang_fair:service{{client="{client}"}})',
-              "answers at the gateways":
-                  f'sum(sglang_fair_gateway_client_answers_total{{client="{client}",kind="requests"}})'}
+              "answers at the gateways": answers.format(client, '="requests"'),
+              "refusals at the gateways": answers.format(client, '!="requests"')}
     before = {name: value(prometheus, expr) for name, expr in series.items()}
     statuses = [chat(lb, key) for _ in range(count)]
     if any(s != 200 for s in statuses):
         raise ProbeFailed(f"chats through the load balancer: {statuses}")
+    for _ in range(2):  # a model nobody serves: 404, counted per client (the dashboard's error panel)
+        if (status := chat(lb, key, "no-such-model")) != 404:
+            raise ProbeFailed(f"a chat naming a model nobody serves: {status}, not 404")
     deadline = time.monotonic() + wait
     while True:
         now = {name: value(prometheus, expr) for name, expr in series.items()}
@@ -110,18 +115,22 @@ def check_moves(prometheus: str, lb: str, key: str, client: str, count: int, wai
         time.sleep(2)
 
 
-def check_dashboard(prometheus: str, path: str) -> str:
+def check_dashboard(prometheus: str, path: str, wait: float) -> str:
+    """Every panel's queries valid and with data; an empty one is asked again until ``wait`` (a rate needs
+    two scrapes of a series that has just appeared)."""
     with open(path) as fh:
         panels = [p for p in json.load(fh)["panels"] if p.get("type") != "row"]
-    empty, asked = [], 0
-    for panel in panels:
-        for target in panel.get("targets", []):
-            asked += 1
-            if not query(prometheus, target["expr"]) and ROUTER_ONLY not in target["expr"]:
-                empty.append(f"{panel['title']}: {target['expr']}")
-    if empty:
-        raise ProbeFailed(f"panels with no data: {empty}")
-    return f"{asked} queries of {len(panels)} panels valid, each with data (router panels: valid)"
+    targets = [(panel["title"], t["expr"]) for panel in panels for t in panel.get("targets", [])]
+    deadline = time.monotonic() + wait
+    while True:
+        empty = [f"{title}: {expr}" for title, expr in targets
+                 if not query(prometheus, expr) and ROUTER_ONLY not in expr]
+        if not empty:
+            return (f"{len(targets)} queries of {len(panels)} panels valid, each with data "
+                    "(router panels: valid)")
+        if time.monotonic() > deadline:
+            raise ProbeFailed(f"panels with no data: {empty}")
+        time.sleep(2)
 
 
 def check_lb(stats: str, server: str, state: str, wait: float) -> str:
@@ -164,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.check == "moves":
             line = check_moves(prometheus, args.lb.rstrip("/"), args.key, args.client, args.count, args.wait)
         elif args.check == "dashboard":
-            line = check_dashboard(prometheus, args.file)
+            line = check_dashboard(prometheus, args.file, args.wait)
         else:
             line = check_lb(args.stats.rstrip("/"), args.server, args.state, args.wait)
     except (ProbeFailed, OSError, ValueError, KeyError) as err:

@@ -4,6 +4,7 @@ get one thing wrong (it must fail and name the check)."""
 
 from __future__ import annotations
 
+import json
 import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,10 +26,12 @@ class Stand(StandIn):
     shared: dict[str, Any] = {}  # noqa: RUF012  (each stand-in gets its own subclass and dict)
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
         if self.fault == "lb refuses":
             return self.answer(503, {"message": "no server available"})
         self.shared["served"] += 1
+        if body.get("model") != "default" and self.fault != "any model":
+            return self.answer(404, {"message": f"the model {body.get('model')} does not exist"})
         self.answer(200, {"choices": [{"message": {"content": "x"}}]})
 
     def do_GET(self) -> None:
@@ -70,12 +73,13 @@ def test_a_fleet_that_behaves_passes(stand: Callable[[str], str], capsys: pytest
     url = stand("")
     assert [probe.main(argv) for argv in checks(url)] == [0, 0, 0, 0]
     out = capsys.readouterr().out
-    assert "every target up" in out and "team-a's service at the servers 0 -> 2" in out
+    assert "every target up" in out and "team-a's service at the servers 0 -> 4" in out
     assert "router panels: valid" in out and "HAProxy: gateway-1 DOWN" in out
 
 
 @pytest.mark.parametrize(("fault", "check"), [
-    ("target down", 0), ("lb refuses", 1), ("series still", 1), ("empty panel", 2), ("lb keeps it", 3)])
+    ("target down", 0), ("lb refuses", 1), ("series still", 1), ("any model", 1), ("empty panel", 2),
+    ("lb keeps it", 3)])
 def test_each_fault_fails_its_check_and_names_it(stand: Callable[[str], str], fault: str, check: int,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     argv = checks(stand(fault))[check]
