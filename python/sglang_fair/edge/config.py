@@ -75,13 +75,19 @@ class EdgeConfig:
 
     def weights(self, flag_weights: Mapping[str, float]) -> dict[str, float]:
         """``--client-weights`` (``flag_weights``) with the key file's weights (a conflict: error)."""
-        weights = dict(flag_weights)
-        for client, weight in self.key_table.weights.items():
-            if weights.get(client, weight) != weight:
-                raise ConfigError(f"client {client!r}: weight {weights[client]} in --client-weights "
-                                  f"conflicts with weight {weight} in --client-keys")
-            weights[client] = weight
-        return weights
+        return merge_per_client(flag_weights, self.key_table.weights, "weight", "--client-weights")
+
+
+def merge_per_client(flag_values: Mapping[str, float], file_values: Mapping[str, float], what: str,
+                     flag: str) -> dict[str, float]:
+    """``flag_values`` with the key file's ``file_values`` (a client given two values: error)."""
+    merged = dict(flag_values)
+    for client, value in file_values.items():
+        if merged.get(client, value) != value:
+            raise ConfigError(f"client {client!r}: {what} {merged[client]} in {flag} "
+                              f"conflicts with {what} {value} in --client-keys")
+        merged[client] = value
+    return merged
 
 
 def edge_config(args: argparse.Namespace) -> EdgeConfig:

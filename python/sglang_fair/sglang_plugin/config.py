@@ -22,9 +22,9 @@ from sglang_fair.admission import AdmissionConfig
 from sglang_fair.admission.band_names import parse_bands
 from sglang_fair.batching import BatchingConfig
 from sglang_fair.core.cost import CostModel, parse_weights
-from sglang_fair.core.errors import ConfigError, require
+from sglang_fair.core.errors import require
 from sglang_fair.core.flags import add_flags, from_flags
-from sglang_fair.edge.config import EdgeConfig, edge_config
+from sglang_fair.edge.config import EdgeConfig, edge_config, merge_per_client
 from sglang_fair.links.feedback_hub import FeedbackConfig
 
 ENV_CONFIG = "SGLANG_FAIR_CONFIG"
@@ -80,13 +80,8 @@ class FairConfig:
 
     def bands(self) -> dict[str, float]:
         """``--fair-client-bands`` with the tenant file's bands (a conflict: error)."""
-        bands = dict(self.admission.client_bands)
-        for client, band in self.edge.key_table.bands.items():
-            if bands.get(client, band) != band:
-                raise ConfigError(f"client {client!r}: band {bands[client]:g} in --fair-client-bands "
-                                  f"conflicts with band {band} in --client-keys")
-            bands[client] = band
-        return bands
+        return merge_per_client(self.admission.client_bands, self.edge.key_table.bands, "band",
+                                 "--fair-client-bands")
 
     def for_policy(self, policy: str) -> AdmissionConfig:
         """The core's admission config for SGLang policy name ``policy``."""
