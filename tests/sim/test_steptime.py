@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import statistics
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ from sglang_fair.core.errors import ConfigError
 from sglang_fair.sim.fit import load_model, read_samples
 from sglang_fair.sim.fit import main as fit_main
 from sglang_fair.sim.steptime import LinearStepModel, StepShape, fit_linear, preset
+
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 
 
 def test_presets_have_plausible_magnitudes() -> None:
@@ -150,3 +153,23 @@ def test_gpu_preset_pools_follow_the_public_figure_rule() -> None:
     assert 0.03 < small.step_time(decode) < 0.06
     assert sglang_chunk_size("a10-llama8b") == 4096
     assert sglang_max_running("a10-llama8b", 15_716) == 2048  # the cap is not what binds: the pool is
+
+
+@pytest.mark.parametrize("name,csv", [("h200-llama8b", "h200_llama-3.1-8b_steps.csv"),
+                                      ("h200-llama3b", "h200_llama-3.2-3b_steps.csv")])
+def test_measured_gpu_presets_reproduce_their_measurements(name: str, csv: str) -> None:
+    samples = read_samples(RESULTS / "fidelity" / "gpu" / csv)
+    assert len(samples) >= 40 and {s.prefill for s, _ in samples} == {True, False}
+    model, _ = preset(name)
+    errors = [abs(model.step_time(s) - t) / t for s, t in samples]
+    assert statistics.median(errors) < 0.08 and max(errors) < 0.25
+    roofline, _ = preset("h100-llama8b")  # the same compute, less bandwidth, guessed efficiencies
+    assert statistics.median(abs(roofline.step_time(s) - t) / t for s, t in samples) > 0.2
+
+
+def test_h200_pools_follow_the_public_figure_rule() -> None:
+    from sglang_fair.sim.steptime import sglang_chunk_size, sglang_max_running
+
+    assert preset("h200-llama8b")[1] == int((141e9 * 0.88 - 2 * 8.03e9 - 3e9) // (32 * 8 * 128 * 2 * 2))
+    assert sglang_chunk_size("h200-llama8b") == 8192  # 141 GB: below SGLang's 160 GB step
+    assert sglang_max_running("h200-llama8b", 801_239) == 3129  # 801,239 / 131,072 * 512

@@ -120,6 +120,7 @@ class Model:
 A100_80GB = Hardware("A100-80GB-SXM", flops=312e12, bandwidth=2.039e12, memory=80e9)
 H100_SXM = Hardware("H100-80GB-SXM", flops=989e12, bandwidth=3.35e12, memory=80e9)
 A10_24GB = Hardware("A10-24GB", flops=125e12, bandwidth=0.6e12, memory=24e9)
+H200_SXM = Hardware("H200-141GB-SXM", flops=989e12, bandwidth=4.8e12, memory=141e9)
 LLAMA_31_8B = Model("Llama-3.1-8B", params=8.03e9, layers=32, heads=32, kv_heads=8, head_dim=128)
 LLAMA_32_3B = Model("Llama-3.2-3B", params=3.21e9, layers=28, heads=24, kv_heads=8, head_dim=128)
 
@@ -173,6 +174,17 @@ FITTED: dict[str, tuple[LinearStepModel, int, int, int]] = {
         fixed=3.309e-3, per_request=1.229e-4, per_new_token=5.135e-5, per_context_token=6.145e-7,
         per_attention_pair=1.276e-8, per_prefix_token=1.153e-5, per_prefix_pair=2.310e-8,
         name="tiny-llama@cpu (measured)"), 60000, 8192, 4096),
+    # h200-*: scripts/measure_gpu_steps.py (plain PyTorch 2.11, random bf16 weights, every step a CUDA
+    # graph: GPU time alone, no SGLang kernels or scheduler) on one H200, 2026-11-28, then sim.fit
+    # --relative (results/fidelity/gpu/; median error 5%, max 21%). KV pool by kv_capacity_tokens.
+    "h200-llama8b": (LinearStepModel(
+        fixed=5.458e-3, per_request=0.0, per_new_token=2.106e-5, per_context_token=2.716e-8,
+        per_attention_pair=1.649e-9, name="Llama-3.1-8B@H200 (measured)"),
+        kv_capacity_tokens(H200_SXM, LLAMA_31_8B), LLAMA_31_8B.context_len, 8192),
+    "h200-llama3b": (LinearStepModel(
+        fixed=3.327e-3, per_request=0.0, per_new_token=9.436e-6, per_context_token=2.463e-8,
+        per_attention_pair=1.120e-9, name="Llama-3.2-3B@H200 (measured)"),
+        kv_capacity_tokens(H200_SXM, LLAMA_32_3B), LLAMA_32_3B.context_len, 8192),
 }
 PRESET_NAMES = (*PRESETS, *FITTED)
 
