@@ -155,21 +155,24 @@ def test_gpu_preset_pools_follow_the_public_figure_rule() -> None:
     assert sglang_max_running("a10-llama8b", 15_716) == 2048  # the cap is not what binds: the pool is
 
 
-@pytest.mark.parametrize("name,csv", [("h200-llama8b", "h200_llama-3.1-8b_steps.csv"),
-                                      ("h200-llama3b", "h200_llama-3.2-3b_steps.csv")])
-def test_measured_gpu_presets_reproduce_their_measurements(name: str, csv: str) -> None:
+@pytest.mark.parametrize("gpu,model", [(g, m) for g in ("h100", "h200") for m in ("llama8b", "llama3b")])
+def test_measured_gpu_presets_reproduce_their_measurements(gpu: str, model: str) -> None:
+    csv = f"{gpu}_llama-{'3.1-8b' if model == 'llama8b' else '3.2-3b'}_steps.csv"
     samples = read_samples(RESULTS / "fidelity" / "gpu" / csv)
     assert len(samples) >= 40 and {s.prefill for s, _ in samples} == {True, False}
-    model, _ = preset(name)
-    errors = [abs(model.step_time(s) - t) / t for s, t in samples]
+    fitted, _ = preset(f"{gpu}-{model}-measured")
+    errors = [abs(fitted.step_time(s) - t) / t for s, t in samples]
     assert statistics.median(errors) < 0.08 and max(errors) < 0.25
-    roofline, _ = preset("h100-llama8b")  # the same compute, less bandwidth, guessed efficiencies
-    assert statistics.median(abs(roofline.step_time(s) - t) / t for s, t in samples) > 0.2
+    if model == "llama8b":  # negative control: the roofline guess on the same model
+        roofline, _ = preset("h100-llama8b")
+        assert statistics.median(abs(roofline.step_time(s) - t) / t for s, t in samples) > 0.2
 
 
-def test_h200_pools_follow_the_public_figure_rule() -> None:
+def test_measured_presets_pools_follow_the_public_figure_rule() -> None:
     from sglang_fair.sim.steptime import sglang_chunk_size, sglang_max_running
 
-    assert preset("h200-llama8b")[1] == int((141e9 * 0.88 - 2 * 8.03e9 - 3e9) // (32 * 8 * 128 * 2 * 2))
-    assert sglang_chunk_size("h200-llama8b") == 8192  # 141 GB: below SGLang's 160 GB step
-    assert sglang_max_running("h200-llama8b", 801_239) == 3129  # 801,239 / 131,072 * 512
+    assert preset("h100-llama8b-measured")[1] == preset("h100-llama8b")[1] == 391_693
+    pool = (141e9 * 0.88 - 2 * 8.03e9 - 3e9) // (32 * 8 * 128 * 2 * 2)
+    assert preset("h200-llama8b-measured")[1] == int(pool)
+    assert sglang_chunk_size("h200-llama8b-measured") == 8192  # 141 GB: below SGLang's 160 GB step
+    assert sglang_max_running("h200-llama8b-measured", 801_239) == 3129  # 801,239 / 131,072 * 512

@@ -162,6 +162,14 @@ PRESETS: dict[str, tuple[Hardware, Model]] = {
 }
 
 
+def _measured(hw: Hardware, model: Model, fixed: float, per_new_token: float, per_context_token: float,
+              per_attention_pair: float) -> tuple[LinearStepModel, int, int, int]:
+    step = LinearStepModel(fixed=fixed, per_request=0.0, per_new_token=per_new_token,
+                           per_context_token=per_context_token, per_attention_pair=per_attention_pair,
+                           name=f"{model.name}@{hw.name} (measured)")
+    return step, kv_capacity_tokens(hw, model), model.context_len, 8192  # SGLang's chunk at 60-160 GB
+
+
 # Presets fitted from measured step times (docs/fidelity.md has how): (model, KV pool tokens,
 # context length, SGLang's default chunked-prefill size there).
 # cpu-tiny-llama: scripts/make_tiny_model.py's Llama on SGLang 0.5.23's CPU engine (torch_native
@@ -174,17 +182,13 @@ FITTED: dict[str, tuple[LinearStepModel, int, int, int]] = {
         fixed=3.309e-3, per_request=1.229e-4, per_new_token=5.135e-5, per_context_token=6.145e-7,
         per_attention_pair=1.276e-8, per_prefix_token=1.153e-5, per_prefix_pair=2.310e-8,
         name="tiny-llama@cpu (measured)"), 60000, 8192, 4096),
-    # h200-*: scripts/measure_gpu_steps.py (plain PyTorch 2.11, random bf16 weights, every step a CUDA
-    # graph: GPU time alone, no SGLang kernels or scheduler) on one H200, 2026-11-28, then sim.fit
-    # --relative (results/fidelity/gpu/; median error 5%, max 21%). KV pool by kv_capacity_tokens.
-    "h200-llama8b": (LinearStepModel(
-        fixed=5.458e-3, per_request=0.0, per_new_token=2.106e-5, per_context_token=2.716e-8,
-        per_attention_pair=1.649e-9, name="Llama-3.1-8B@H200 (measured)"),
-        kv_capacity_tokens(H200_SXM, LLAMA_31_8B), LLAMA_31_8B.context_len, 8192),
-    "h200-llama3b": (LinearStepModel(
-        fixed=3.327e-3, per_request=0.0, per_new_token=9.436e-6, per_context_token=2.463e-8,
-        per_attention_pair=1.120e-9, name="Llama-3.2-3B@H200 (measured)"),
-        kv_capacity_tokens(H200_SXM, LLAMA_32_3B), LLAMA_32_3B.context_len, 8192),
+    # *-measured: scripts/measure_gpu_steps.py (plain PyTorch 2.11, random bf16 weights, every step a
+    # CUDA graph: GPU time alone, no SGLang kernels or scheduler) on one H100 80GB HBM3 and one H200,
+    # 2026-11-28, then sim.fit --relative (results/fidelity/gpu/; median error 5-6%, max 23%).
+    "h100-llama8b-measured": _measured(H100_SXM, LLAMA_31_8B, 6.888e-3, 2.114e-5, 4.037e-8, 1.676e-9),
+    "h100-llama3b-measured": _measured(H100_SXM, LLAMA_32_3B, 3.939e-3, 9.516e-6, 3.615e-8, 1.133e-9),
+    "h200-llama8b-measured": _measured(H200_SXM, LLAMA_31_8B, 5.458e-3, 2.106e-5, 2.716e-8, 1.649e-9),
+    "h200-llama3b-measured": _measured(H200_SXM, LLAMA_32_3B, 3.327e-3, 9.436e-6, 2.463e-8, 1.120e-9),
 }
 PRESET_NAMES = (*PRESETS, *FITTED)
 
