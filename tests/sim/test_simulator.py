@@ -103,6 +103,18 @@ def test_prefix_reuse_and_closed_loop() -> None:
         assert child.cached_len >= root.input_len + root.output_len
 
 
+def test_client_delay_sends_unblocked_calls_a_round_trip_later() -> None:
+    model = LinearStepModel(fixed=0.01, per_request=0, per_new_token=1e-4, per_context_token=0)
+    prog = _tot(clients=1, scenario="none", rate=0.2)[0]
+    for delay in (0.0, 0.25):
+        spec = _spec("round_robin", "lpm", cluster={"client_delay": delay})
+        res = Simulator(spec, [prog], model=model).run()
+        by_call = sorted(res.requests, key=lambda r: r.rid)
+        root = min(by_call[:2], key=lambda r: r.finished)
+        assert [c.arrival for c in by_call[2:4]] == pytest.approx([root.finished + delay] * 2)
+        assert res.programs[0].finished > 0
+
+
 def test_feedback_delay_does_not_extend_the_run() -> None:
     programs = _tot()
     fast = _run(programs)

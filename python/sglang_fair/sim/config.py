@@ -79,6 +79,9 @@ class ClusterSimConfig:
     dp: int = field(default=1, metadata={"help": "data-parallel workers (GPUs)"})
     feedback_delay: float = field(
         default=0.005, metadata={"help": "seconds before the router hears of finishes and evictions"})
+    client_delay: float = field(default=0.0, metadata={
+        "help": "seconds between a call's finish and the dispatch of the calls it unblocks: a client's "
+                "round trip (HTTP, tokenizing) that a closed-loop client pays live; 0 = at once"})
     load_interval: float = field(default=0.5, metadata={
         "help": "seconds between a worker's load reports to the router (running, waiting, service "
                 "rate), as the heartbeats of a real worker"})
@@ -102,5 +105,6 @@ class ClusterSimConfig:
         require(self.replica_lag >= 0, f"replica_lag must be >= 0, got {self.replica_lag}")
         require(self.load_interval > 0, f"load_interval must be > 0, got {self.load_interval}")
         require(self.feedback_delay >= 0, f"feedback_delay must be >= 0, got {self.feedback_delay}")
+        require(self.client_delay >= 0, f"client_delay must be >= 0, got {self.client_delay}")
         require(self.max_time >= 0, f"max_time must be >= 0, got {self.max_time}")
         require(self.window > 0, f"window must be > 0, got {self.window}")

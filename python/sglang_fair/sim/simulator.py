@@ -62,9 +62,10 @@ class Event(IntEnum):
     ARRIVAL = 0  # a program arrives (data: the Program)
     STEP_END = 1  # a worker's step ends (data: (worker, version of its plan))
     FEEDBACK = 2  # the router hears of a finish, an eviction or a budget (data: a callable)
+    DISPATCH = 3  # a client sends a call a finish unblocked, a round trip later (data: (run, call))
 
 
-ARRIVAL, STEP_END, FEEDBACK = Event  # module names: the hot loop reads no enum class attributes
+ARRIVAL, STEP_END, FEEDBACK, DISPATCH = Event  # module names: the hot loop reads no enum class attributes
 
 
 class Simulator:
@@ -141,6 +142,8 @@ class Simulator:
                 worker, version = data
                 if version == self._version[worker.index]:  # else the step was cut short
                     self._step_done(worker)
+            elif kind is DISPATCH:
+                self._dispatch(*data)
             else:
                 data()
             if progress is not None:
@@ -251,9 +254,12 @@ class Simulator:
         idx, client, n = worker.index, req.client, req.generated
         self._push(self.now + self.cfg.feedback_delay, FEEDBACK,
                    lambda: self.router.on_finish(idx, client, n))
-        run = self.runs[req.pid]
+        run, delay = self.runs[req.pid], self.cfg.client_delay
         for call in run.finish(req.call):
-            self._dispatch(run, call)
+            if delay:
+                self._push(self.now + delay, DISPATCH, (run, call))
+            else:
+                self._dispatch(run, call)
         if run.finished:
             self.records[req.pid].finished = self.now
             self.done_programs += 1
