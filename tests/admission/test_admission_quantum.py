@@ -87,3 +87,36 @@ def test_policy_measures_its_worker_from_the_hosts_ticks() -> None:
 def test_negative_quantum_seconds_is_refused() -> None:
     with pytest.raises(Exception, match="fair-quantum-s"):
         AdmissionConfig(quantum_s=-1.0)
+
+
+def _rounds_between_big_admissions(forget_per_admission: bool) -> list[int]:
+    """dlpm_light (Q^u in seconds, no ticks: the largest recent request) serving one slot at a time to a
+    client of 380-token requests beside two of 170: the refills between the big client's admissions."""
+    p = make_admission_policy(AdmissionConfig(policy="dlpm_light"))
+    if forget_per_admission:  # the earlier memory: faded by 0.98 per admission, not per round
+        note = p._quantum.note_admission
+        p._quantum.note_round = lambda: None  # type: ignore[method-assign]
+
+        def fading(cost: float, q: Quantum = p._quantum) -> None:
+            q.largest *= 0.98
+            note(cost)
+        p._quantum.note_admission = fading  # type: ignore[method-assign]
+    sizes = {"big": 380, "s1": 170, "s2": 170}
+    waiting = arrive(p, *(R(i * 3 + k, c, n) for i in range(40) for k, (c, n) in enumerate(sizes.items())))
+    gaps, last = [], None
+    for _ in range(90):
+        [r] = p.select(waiting, SlotBudget(1))
+        waiting.remove(r)
+        p.on_finish(r)
+        if r.client == "big":
+            if last is not None:
+                gaps.append(p.refills - last)
+            last = p.refills
+    return gaps
+
+
+def test_a_client_of_the_largest_requests_is_served_every_round() -> None:
+    gaps = _rounds_between_big_admissions(forget_per_admission=False)
+    assert len(gaps) >= 10 and max(gaps) == 1
+    # negative control: a memory that fades per admission leaves Q^u below its request: two rounds
+    assert max(_rounds_between_big_admissions(forget_per_admission=True)) >= 2

@@ -82,6 +82,7 @@ class DLPM(AdmissionPolicy):
         self._refilled(quantum)
 
     def _refilled(self, quantum: float) -> None:
+        self._quantum.note_round()
         self.refills += 1
         self.largest_quantum = max(self.largest_quantum, quantum)
 

@@ -22,8 +22,8 @@ quantum of the flooder's service per request: the larger Q^u, the longer.
    with q_i > 0.
 
 Its quantum is time by default: Q^u = 0.25 s of the worker's measured service, never below the
-largest recent request (admission/quantum.py), so a round means the same on an H100 at 256 running
-requests and on a CPU at 8.
+largest request of the last few rounds (admission/quantum.py), so a round means the same on an H100 at
+256 running requests and on a CPU at 8, and a client whose requests are the largest is served every round.
 
 Bound: the proof of [1] Thm 4.1 needs -U < q_i <= Q^u w_i, and that a client with a waiting
 request gains exactly Q^u w_i at each refill, which holds because refills happen only when no

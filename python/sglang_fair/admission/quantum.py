@@ -5,7 +5,11 @@ an A100's service at 256 running requests and two minutes of a CPU worker's at 8
 travels: a round of refills is about ``seconds`` of what this worker serves, on any hardware and at any
 batch size. :class:`ServiceMeter` measures that service (the policy's own cost units per second of busy
 time) from the times its host passes in (:meth:`AdmissionPolicy.tick`); :class:`Quantum` turns it into
-Q^u, never below the largest request recently admitted (one request's cost), before the weight.
+Q^u, never below the largest request admitted in the last few rounds (one request's cost), before the
+weight. That memory fades per round of refills, not per admission: a client whose requests are the
+largest (a long document next to short chats) sends one every round or so, and a memory that faded with
+every smaller request admitted in between left Q^u below its request at its next refill, so it waited
+two rounds for one (a backlogged client served nothing for 20 s in the frontier's QA S2 cell).
 
 The meter is a bias-corrected exponential average over ``tau`` seconds of samples of at least
 ``sample`` busy seconds each (admission charges a request's prefill when it is admitted, so a shorter
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-SIZE_DECAY = 0.98  # the remembered largest request shrinks by this per admission
+ROUND_DECAY = 0.9  # the remembered largest request shrinks by this per round of refills
 METER_TAU_S = 10.0  # seconds over which the service rate is averaged
 METER_SAMPLE_S = 1.0  # busy seconds per sample: admission charges a request's whole prefill at once
 
@@ -82,4 +86,8 @@ class Quantum:
         return max(self.seconds * self.meter.rate, self.largest, 1.0)
 
     def note_admission(self, cost: float) -> None:
-        self.largest = max(cost, SIZE_DECAY * self.largest)
+        self.largest = max(cost, self.largest)
+
+    def note_round(self) -> None:
+        """A round of refills ended: an old large request counts a little less."""
+        self.largest *= ROUND_DECAY
