@@ -136,6 +136,15 @@ def test_a_worker_count_that_is_not_a_number_and_unsupported_pairs_are_refused(
         assert "--workers > 1 with " + pair[0] in capsys.readouterr().err
 
 
+def test_a_port_in_use_is_refused_before_any_process_starts(capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = str(taken.getsockname()[1])
+        assert main(["gateway", "--worker-urls", "http://127.0.0.1:1", "--workers", "2", "--port", port]) == 2
+    assert f"--port {port}: cannot listen: the port is in use" in capsys.readouterr().err
+
+
 def test_two_processes_serve_one_port_and_see_each_others_requests() -> None:
     """Requests on the one port are served by both processes, and each process's routing state holds
     every request in flight, its own and the other's (the queue sizes of the policy) and, once they

@@ -14,6 +14,7 @@ from typing import Any
 
 import uvicorn
 
+from sglang_fair.core.errors import ConfigError
 from sglang_fair.edge.budgets import BudgetBook
 from sglang_fair.gateway.app import Gateway, make_app
 from sglang_fair.gateway.config import GatewayConfig
@@ -141,7 +142,11 @@ def serve_child(config: GatewayConfig, index: int, shared: socket.socket, direct
         ready.close()
 
     print(f"sglang-fair gateway: process {index} (pid {os.getpid()}) starting", flush=True)
-    sys.exit(run_gateway(config, siblings, view, [shared, own], started))
+    try:
+        sys.exit(run_gateway(config, siblings, view, [shared, own], started))
+    except ConfigError as err:
+        print(f"sglang-fair gateway: process {index}: error: {err}", file=sys.stderr, flush=True)
+        sys.exit(2)
 
 
 def own_group_and_parent_death() -> None:

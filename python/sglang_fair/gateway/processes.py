@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from sglang_fair.gateway.config import GatewayConfig
 
 logger = logging.getLogger("sglang_fair.gateway")
-EXIT_PROCESS_FAILED = 4  # a child died before it was ready, or kept dying
+EXIT_PROCESS_FAILED = 4  # a child died before it was ready (2: it said the config is bad) or kept dying
 MAX_WORKERS = 256
 RESTART_WINDOW_S = 60.0
 DRAIN_S = 30.0  # after SIGTERM, how long the children may drain before they are killed
@@ -208,14 +208,15 @@ class Supervisor:
         if not child.is_ready:
             print(f"sglang-fair gateway: process {child.index} (pid {child.process.pid}) exited with status "
                   f"{code} before it was ready: stopping the gateway", file=sys.stderr, flush=True)
-            return EXIT_PROCESS_FAILED
+            return 2 if code == 2 else EXIT_PROCESS_FAILED  # 2: bad configuration, as one process says
         now = time.monotonic()
         self.recent.append(now)
         while self.recent and now - self.recent[0] > RESTART_WINDOW_S:
             self.recent.popleft()
         if len(self.recent) > self.config.processes.worker_restarts:
-            print(f"sglang-fair gateway: process {child.index} exited with status {code}, the "
-                  f"{len(self.recent)}th exit within {RESTART_WINDOW_S:.0f} s: stopping the gateway, status "
+            print(f"sglang-fair gateway: process {child.index} exited with status {code}, {len(self.recent)} "
+                  f"exits within {RESTART_WINDOW_S:.0f} s (--worker-restarts "
+                  f"{self.config.processes.worker_restarts}): stopping the gateway, status "
                   f"{EXIT_PROCESS_FAILED}, for its supervisor to restart it", file=sys.stderr, flush=True)
             return EXIT_PROCESS_FAILED
         with self.restarts.get_lock():
