@@ -211,3 +211,14 @@ def test_with_no_restarts_allowed_a_killed_process_stops_the_whole_gateway() -> 
         assert gw.proc.wait(40) == 4
         assert not alive(pids[1])
         assert any("stopping the gateway" in line for line in gw.lines)
+
+
+def test_a_killed_parent_takes_its_children_and_their_files_with_it() -> None:
+    """SIGKILL of the parent (its own supervisor gave up on it): the children drain and exit on their
+    own, and the last removes the private directory."""
+    with Running(FakeSGLang()) as urls, gateway(urls, "--workers", "2") as gw:
+        pids = [s["process"]["pid"] for s in gw.states()]
+        gw.proc.kill()
+        gw.proc.wait(10)
+        until(lambda: not any(alive(pid) for pid in pids), "the children exit", 30)
+        until(lambda: not os.path.exists(gw.directory), "the directory is removed", 10)

@@ -142,11 +142,20 @@ def serve_child(config: GatewayConfig, index: int, shared: socket.socket, direct
         ready.close()
 
     print(f"sglang-fair gateway: process {index} (pid {os.getpid()}) starting", flush=True)
+    parent = os.getppid()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # uvicorn raises it again once it has drained
     try:
         sys.exit(run_gateway(config, siblings, view, [shared, own], started))
     except ConfigError as err:
         print(f"sglang-fair gateway: process {index}: error: {err}", file=sys.stderr, flush=True)
         sys.exit(2)
+    finally:
+        if os.getppid() != parent:  # the parent was killed: leave no files (the last one the directory)
+            for name in (path, os.path.join(directory, f"peer-{index}")):
+                with contextlib.suppress(OSError):
+                    os.unlink(name)
+            with contextlib.suppress(OSError):
+                os.rmdir(directory)
 
 
 def own_group_and_parent_death() -> None:
