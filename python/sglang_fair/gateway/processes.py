@@ -2,7 +2,9 @@
 
 The parent binds ``--host:--port`` once and hands the listening socket to N children (``spawn``:
 each a whole gateway, its own event loop, HTTP session and feedback listeners); the kernel gives each
-new connection to whichever child accepts it first. The children are each other's replicas
+new connection to whichever child accepts it first. One socket rather than ``SO_REUSEPORT`` (a socket
+per child): connections queued on a child that dies stay queued for the others instead of being
+reset, and no other process of the same user can join the port. The children are each other's replicas
 (``peers.py``): each publishes its dispatches and finishes on ``ipc://DIR/peer-I`` and hears the
 others', so their per-(client, worker) charges, queue sizes and trees converge within the bound of
 docs/replicas.md. ``DIR`` is a private directory (mode 0700) made at start and removed at exit; each
