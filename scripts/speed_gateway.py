@@ -2,7 +2,7 @@
 where its CPU time goes, against stub servers that answer at once (no SGLang, no model).
 
     python scripts/speed_gateway.py [--seconds 10] [--concurrency 64] [--rates 20,100] [--profile]
-        [--vs-smg] [--baseline-src DIR] [--json results/speed_gateway.json]
+        [--vs-smg] [--baseline-src DIR] [--workers 1,2] [--json results/speed_gateway.json]
 
 One stub process (aiohttp, two ports: the gateway sees two servers of one worker each) answers
 ``/server_info``, ``/health``, ``/tokenize`` (one id per word of the prompt) and ``/generate`` and
@@ -25,6 +25,12 @@ worktree of the branch before a change), run by this Python; with ``--vs-smg`` a
 gateway SMG (``pip install smg==1.13.0``, an optional benchmark dependency; ``--smg PATH``) with
 ``--policy cache_aware``. Each in turn alone on core 0; the direct figures are measured once.
 
+``--workers 1,2`` measures this checkout's gateway once per process count (``gateway --workers N``)
+instead, nothing pinned (N processes need N cores, which the stub and load generator share on a small
+machine). Every row records the CPU each part took during its chat saturation run (cores busy:
+CPU seconds over wall seconds, from ``/proc``; the gateway's processes summed) and the gateway's
+resident memory, so a ratio between rows can be read against what the stub and load generator used.
+
 3. ``--profile``: py-spy (``pip install py-spy``; ``--py-spy PATH``) samples the gateway during a
    saturation run of chats: the share of its busy samples under each step of the request's path
    (inclusive), and by the library its innermost frame is in (exclusive, sums to 1).
@@ -34,6 +40,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import random
@@ -170,6 +177,10 @@ async def saturate(url: str, kind: str, concurrency: int, seconds: float) -> flo
         return done[0] / (time.perf_counter() - start)
 
 
+def run_saturate(url: str, kind: str, args: argparse.Namespace) -> float:
+    return asyncio.run(saturate(url, kind, args.concurrency, args.seconds))
+
+
 async def open_loop(paths: dict[str, str], kind: str, rate: float, seconds: float) -> dict[str, list[float]]:
     """Poisson arrivals at ``rate``/s, taking turns over ``paths``; latencies (s) per path."""
     rng, names = random.Random(0), list(paths)
@@ -195,6 +206,56 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
 
 
+def tree(pid: int) -> list[int]:
+    """``pid`` and its descendants (Linux ``/proc``; [] where it is not)."""
+    out, todo = [], [pid]
+    while todo:
+        here = todo.pop()
+        out.append(here)
+        try:
+            for task in os.listdir(f"/proc/{here}/task"):
+                with open(f"/proc/{here}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
+        except OSError:
+            continue
+    return out
+
+
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds of ``pids`` so far (0 for one gone)."""
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rpartition(")")[2].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime
+        except (OSError, IndexError, ValueError):
+            continue
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/statm") as fh:
+                total += int(fh.read().split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    return round(total * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+
+
+def busy_cores(parts: dict[str, int], run: Callable[[], float]) -> tuple[float, dict[str, float]]:
+    """Run ``run``; its result and the cores each part (name -> the root pid of its process tree; this
+    process, the load generator, without its children) kept busy meanwhile."""
+    trees = {name: [pid] if pid == os.getpid() else tree(pid) for name, pid in parts.items()}
+    before = {name: cpu_seconds(pids) for name, pids in trees.items()}
+    start = time.perf_counter()
+    result = run()
+    wall = time.perf_counter() - start
+    return result, {name: round((cpu_seconds(trees[name]) - before[name]) / wall, 2) for name in trees}
+
+
 def pin(pid: int, core: int) -> None:
     if (os.cpu_count() or 1) >= 2 and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(pid, {core})
@@ -210,6 +271,15 @@ def start(cmd: list[str], log: Path, url: str, env: dict[str, str] | None = None
         stop(proc)
         raise RuntimeError(f"{cmd[:4]} did not start: {err}\n{log.read_text()[-2000:]}") from None
     return proc
+
+
+def all_ready(log: Path, proc: subprocess.Popen[bytes], timeout: float = 60.0) -> None:
+    """Wait until the gateway's log says it is ready (with ``--workers N``: every process)."""
+    deadline = time.monotonic() + timeout
+    while b"ready on" not in log.read_bytes():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the gateway did not say it is ready:\n{log.read_text()[-2000:]}")
+        time.sleep(0.2)
 
 
 def answers(url: str, proc: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
@@ -236,6 +306,9 @@ def gateway_cmds(args: argparse.Namespace, stubs: list[str], port: int
     ours = [sys.executable, "-m", "sglang_fair.cli", "gateway", "--worker-urls", ",".join(stubs),
             "--port", str(port)]
     cmds: dict[str, tuple[list[str], dict[str, str] | None]] = {}
+    if args.workers:
+        return {f"sglang-fair (this checkout, --workers {n})": ([*ours, "--workers", str(n)], None)
+                for n in args.workers}
     if args.baseline_src:
         src = args.baseline_src.resolve()
         env = {**os.environ, "PYTHONPATH": f"{src / 'python'}{os.pathsep}{src / 'router'}"}
@@ -277,13 +350,17 @@ def profile(py_spy: str, pid: int, seconds: float, run: Callable[[], float], out
     return {k: round(v, 3) for k, v in shares.items()} | {"busy samples": total}
 
 
-def measure_gateway(args: argparse.Namespace, url: str, direct: str) -> dict[str, Any]:
-    """Saturation and added latency of the gateway at ``url`` (``direct``: the stub it routes to)."""
+def measure_gateway(args: argparse.Namespace, url: str, direct: str, parts: dict[str, int]) -> dict[str, Any]:
+    """Saturation and added latency of the gateway at ``url`` (``direct``: the stub it routes to); the
+    cores each of ``parts`` (name -> pid) kept busy during the chat saturation run."""
     out: dict[str, Any] = {}
     for kind in ("chat", "ids"):
-        rps = asyncio.run(saturate(url, kind, args.concurrency, args.seconds))
+        rps, cores = busy_cores(parts, functools.partial(run_saturate, url, kind, args))
         out[f"max_rps_{kind}"] = round(rps, 1)
-        print(f"  saturation {kind:4}: {rps:8.1f} requests/s", flush=True)
+        print(f"  saturation {kind:4}: {rps:8.1f} requests/s; cores busy: {cores}", flush=True)
+        if kind == "chat":
+            out["cores_busy_at_chat_saturation"] = cores
+            out["gateway_rss_mib"] = rss_mib(tree(parts["gateway"]))
     out["open_loop_ms"] = {}
     for rate in args.rates:
         lat = asyncio.run(open_loop({"direct": direct, "gateway": url}, "chat", rate, args.seconds))
@@ -302,22 +379,32 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     if args.tokenizer:
         stub_cmd += ["--tokenizer", str(args.tokenizer)]
     stub = start(stub_cmd, tmp / "stub.log", stubs[0])
-    pin(stub.pid, 1)
-    pin(os.getpid(), 1)
+    pinned = not args.workers
+    if pinned:
+        pin(stub.pid, 1)
+        pin(os.getpid(), 1)
     gw_url = f"http://127.0.0.1:{ports[2]}"
     result: dict[str, Any] = {"cores": os.cpu_count(), "load_avg_1m_before": os.getloadavg()[0],
-                              "seconds": args.seconds, "concurrency": args.concurrency, "gateways": {}}
+                              "seconds": args.seconds, "concurrency": args.concurrency, "pinned": pinned,
+                              "gateways": {}}
+    parts = {"stub": stub.pid, "load generator": os.getpid()}
     try:
         for kind in ("chat", "ids"):
-            result[f"max_rps_{kind}_direct"] = rps = round(
-                asyncio.run(saturate(stubs[0], kind, args.concurrency, args.seconds)), 1)
-            print(f"direct to the stub: saturation {kind:4}: {rps:8.1f} requests/s", flush=True)
+            rps, cores = busy_cores(parts, functools.partial(run_saturate, stubs[0], kind, args))
+            result[f"max_rps_{kind}_direct"] = round(rps, 1)
+            result[f"cores_busy_{kind}_direct"] = cores
+            print(f"direct to the stub: saturation {kind:4}: {rps:8.1f} requests/s; cores busy: {cores}",
+                  flush=True)
         for i, (name, (cmd, env)) in enumerate(gateway_cmds(args, stubs, ports[2]).items()):
             print(f"{name}:", flush=True)
             gateway = start(cmd, tmp / f"gateway{i}.log", gw_url, env)
             try:
-                pin(gateway.pid, 0)
-                row = result["gateways"][name] = measure_gateway(args, gw_url, stubs[0])
+                if pinned:
+                    pin(gateway.pid, 0)
+                else:
+                    all_ready(tmp / f"gateway{i}.log", gateway)
+                row = result["gateways"][name] = measure_gateway(args, gw_url, stubs[0],
+                                                                 {"gateway": gateway.pid, **parts})
                 row["load_avg_1m"] = os.getloadavg()[0]
                 if args.profile and "(this checkout" in name:
                     keep = args.json.with_suffix(f".{i}.pyspy.txt") if args.json else None
@@ -339,16 +426,24 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 def table(result: dict[str, Any]) -> str:
     """The gateways side by side (markdown)."""
     rates = list(next(iter(result["gateways"].values()))["open_loop_ms"]) if result["gateways"] else []
-    head = ["gateway (one core)", "chat req/s", "ids req/s",
-            *(f"added p50 / p99 ms at {r:g}/s" for r in rates)]
+    head = ["gateway (one core)" if result.get("pinned", True) else "gateway (nothing pinned)",
+            "chat req/s", "ids req/s", *(f"added p50 / p99 ms at {r:g}/s" for r in rates),
+            "cores busy at chat saturation (gateway / stub / load generator)", "gateway RSS MiB"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     lines.append(f"| direct to the stub | {result['max_rps_chat_direct']:,.0f} | "
-                 f"{result['max_rps_ids_direct']:,.0f} |" + " |" * len(rates))
+                 f"{result['max_rps_ids_direct']:,.0f} |" + " |" * len(rates)
+                 + f" - / {busy(result.get('cores_busy_chat_direct', {}))} | |")
     for name, row in result["gateways"].items():
         added = [row["open_loop_ms"][r]["added"] for r in rates]
+        cores = row.get("cores_busy_at_chat_saturation", {})
         lines.append(f"| {name} | {row['max_rps_chat']:,.0f} | {row['max_rps_ids']:,.0f} | "
-                     + " | ".join(f"{a['p50']:.2f} / {a['p99']:.2f}" for a in added) + " |")
+                     + " | ".join(f"{a['p50']:.2f} / {a['p99']:.2f}" for a in added)
+                     + f" | {cores.get('gateway', '-')} / {busy(cores)} | {row.get('gateway_rss_mib', '')} |")
     return "\n".join(lines)
+
+
+def busy(cores: dict[str, float]) -> str:
+    return f"{cores.get('stub', '-')} / {cores.get('load generator', '-')}"
 
 
 def beside_python(name: str) -> str:
@@ -377,6 +472,10 @@ def main() -> int:
     parser.add_argument("--tokenizer", type=Path,
                         help="a model directory (scripts/make_tiny_model.py): the stub's /tokenize uses its "
                              "tokenizer; the gateway is also measured with --tokenizer (no /tokenize call)")
+    parser.add_argument("--workers", default="",
+                        help="comma-separated process counts (e.g. 1,2): measure this checkout's gateway "
+                             "with --workers N for each, side by side, nothing pinned (instead of the "
+                             "other gateways)")
     parser.add_argument("--json", type=Path, help="write the figures here (e.g. results/speed_gateway.json)")
     parser.add_argument("--stub-ports", help=argparse.SUPPRESS)  # internal: run as the stub
     args = parser.parse_args()
@@ -387,6 +486,15 @@ def main() -> int:
         args.rates = [float(r) for r in args.rates.split(",") if r.strip()]
     except ValueError:
         parser.error(f"--rates {args.rates!r}: give numbers, e.g. 20,100")
+    try:
+        args.workers = [int(n) for n in args.workers.split(",") if n.strip()]
+    except ValueError:
+        parser.error(f"--workers {args.workers!r}: give process counts, e.g. 1,2")
+    if any(n < 1 for n in args.workers):
+        parser.error("--workers: every process count must be >= 1")
+    if args.workers and (args.vs_smg or args.baseline_src or args.tokenizer or args.profile):
+        parser.error("--workers measures this checkout's gateway alone: leave out --vs-smg, --baseline-src, "
+                     "--tokenizer and --profile")
     if args.seconds < 2 or args.concurrency < 1 or not args.rates or min(args.rates) <= 0:
         parser.error("--seconds must be >= 2, --concurrency >= 1, every rate > 0")
     if args.profile and not (args.py_spy and Path(args.py_spy).exists()):

@@ -10,7 +10,8 @@ figures the page could not refresh), ``..._backlogged_gap`` and ``..._gap_bound`
 backlogged gap and the bound it is held against, when a theorem gives one). The servers' per-client
 figures are the servers' own ``sglang_fair:*`` gauges: scrape the servers for them. The background
 duties' restarts and whether each runs: ``..._duty_restarts_total`` and ``..._duty_running``
-(``gateway/duties.py``).
+(``gateway/duties.py``). With ``--workers N``: ``..._processes``, ``..._process_restarts_total`` (the
+same in every process) and ``..._process_index`` (which process answered; the rest are its own).
 """
 
 from __future__ import annotations
@@ -84,4 +85,6 @@ def metrics_text(page: GatewayPage) -> bytes:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(GatewayCollector(page))
     registry.register(DutyCollector(page.gateway.duties))
+    if page.gateway.process is not None:  # one of --workers N
+        registry.register(page.gateway.process)
     return generate_latest(registry)

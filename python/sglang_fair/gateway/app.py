@@ -40,6 +40,7 @@ from sglang_fair.gateway.duties import Duties
 from sglang_fair.gateway.feedback import FeedbackListener
 from sglang_fair.gateway.intake import Accepted, Intake, error
 from sglang_fair.gateway.local_tokens import LocalTokenizer
+from sglang_fair.gateway.processes import ProcessView
 from sglang_fair.gateway.prompt import CHAT, COMPLETIONS, GENERATE, ServerTokenizer
 from sglang_fair.gateway.relay import Relay, RelayedStream, pinned, where
 from sglang_fair.gateway.replication import Replication
@@ -73,6 +74,7 @@ class Gateway:
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
         self.failed_over = 0  # requests a server could not be reached for, tried at another
         self.picker: Any = None  # the endpoint picker (--ext-proc-port, epp_front.start_picker)
+        self.process: ProcessView | None = None  # which of --workers N this is (None: the only one)
 
     def _servers(self) -> Upstream:
         if self.upstream is None:
@@ -163,7 +165,7 @@ class Gateway:
         return {**self.router.state(), "servers_out": self.supervisor.health.out, "feedback": heard,
                 "peers": peers, "failed_over": self.failed_over, "duties": self.duties.view(),
                 "local_tokenizer": self.tokenizer.local.view() if self.tokenizer.local else None,
-                "ext_proc": picked}
+                "ext_proc": picked, "process": self.process.view() if self.process is not None else None}
 
 
 def taken_out(ticket: Ticket, why: Exception) -> JSONResponse:
@@ -212,6 +214,8 @@ def make_app(gateway: Gateway) -> FrontDoor:
                 logger.warning("gateway: local tokenizer %s", local.verdict)
             gateway.start_duties(upstream)
             gateway.duties.start("fairness_page", page.run)
+            if gateway.process is not None and gateway.replication is not None:  # before it accepts
+                await gateway.replication.joined(gateway.process.count - 1, 4 * config.peer.timeout)
             if config.ext_proc.port:
                 from sglang_fair.gateway.epp_front import start_picker
                 gateway.picker = await start_picker(gateway)

@@ -6,7 +6,8 @@
 per-client bounds, the servers' token) the same :class:`EdgeConfig` as ``serve``'s, so one key file
 serves both; the servers'
 feedback ports are heard with ``--feedback-keys`` (CurveZMQ) and judged by ``--heartbeat-timeout``
-and ``--stall-timeout``; replicas share their dispatches over ``--peer-...`` (:class:`PeerConfig`).
+and ``--stall-timeout``; replicas share their dispatches over ``--peer-...`` (:class:`PeerConfig`);
+``--workers`` processes serve one port (:class:`ProcessConfig`, ``processes.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.edge.config import EdgeConfig, edge_config
 from sglang_fair.gateway.epp.config import ExtProcConfig
 from sglang_fair.gateway.peers import PeerConfig
+from sglang_fair.gateway.processes import ProcessConfig
 from sglang_fair.links.curve import CurveKeys, gateway_keys
 from sglang_fair.links.feedback_hub import is_loopback
 from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
@@ -77,6 +79,7 @@ class GatewayConfig:
     peer: PeerConfig = field(default_factory=PeerConfig)
     ext_proc: ExtProcConfig = field(default_factory=ExtProcConfig)
     edge: EdgeConfig = field(default_factory=EdgeConfig)
+    processes: ProcessConfig = field(default_factory=ProcessConfig)
     curve_keys: CurveKeys | None = None
 
     def __post_init__(self) -> None:
@@ -101,6 +104,11 @@ class GatewayConfig:
                 f"--peer-host {self.peer.host} is reachable from other machines: give --feedback-keys DIR")
         require(self.curve_keys is None or all(key for key, _ in self.peer.peers()),
                 "--peer-addresses: with --feedback-keys name each peer's key pair, KEYNAME@HOST:PORT")
+        several = self.processes.workers > 1
+        require(not several or not self.peer.port, "--workers > 1 with --peer-port is not supported: the "
+                "processes of one gateway share their state over ipc://; run one process per replica")
+        require(not several or not self.ext_proc.port, "--workers > 1 with --ext-proc-port is not "
+                "supported: run the endpoint picker with --workers 1")
         require(self.router.policy in ROUTING_POLICIES.names(),
                 f"--router-policy {self.router.policy!r}: known {', '.join(ROUTING_POLICIES.names())}")
 
@@ -124,6 +132,7 @@ def add_gateway_flags(parser: argparse.ArgumentParser) -> None:
     add_flags(parser, EdgeConfig)
     add_flags(parser, PeerConfig)
     add_flags(parser, ExtProcConfig)
+    add_flags(parser, ProcessConfig)
     add_flags(parser, RouterConfig, skip=ROUTER_FILLED_IN)
     add_flags(parser, CostModel)
 
@@ -135,6 +144,7 @@ def gateway_config(args: argparse.Namespace) -> GatewayConfig:
     name = str(getattr(args, "feedback_key_name", "") or "gateway")
     config = from_flags(GatewayConfig, args, router=router, peer=from_flags(PeerConfig, args),
                         ext_proc=from_flags(ExtProcConfig, args), edge=edge_config(args),
+                        processes=from_flags(ProcessConfig, args),
                         curve_keys=gateway_keys(curve, name) if curve else None)
     config.cost()  # a weight conflict is an error at once
     return config

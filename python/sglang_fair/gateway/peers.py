@@ -13,7 +13,9 @@ connections drop) has them released, so nothing it dispatched stays counted. A r
 late hears the others' requests in flight again: each replica re-sends its own (``replay``) once a
 new run says it hears it. Over other than loopback the link is CurveZMQ with ``--feedback-keys``:
 a replica admits the gateways whose ``gateway*.key`` it holds and trusts each peer's own key
-(``NAME@HOST:PORT``).
+(``NAME@HOST:PORT``). The processes of one ``gateway --workers N`` are each other's peers over
+``ipc://`` endpoints in their private directory (:class:`Siblings`, no keys: the directory's mode
+admits only its owner).
 """
 
 from __future__ import annotations
@@ -166,6 +168,22 @@ class PeerBook:
             for run, p in self.runs.items()}}
 
 
+@dataclass(frozen=True)
+class Siblings:
+    """The processes of one ``gateway --workers N``: this one is ``index`` of ``count``, each publishing
+    on ``ipc://DIRECTORY/peer-I``."""
+
+    directory: str
+    index: int
+    count: int
+
+    def endpoint(self, index: int) -> str:
+        return f"ipc://{self.directory}/peer-{index}"
+
+    def others(self) -> list[str]:
+        return [self.endpoint(i) for i in range(self.count) if i != self.index]
+
+
 def new_run() -> str:
     return uuid.uuid4().hex[:16]
 
@@ -174,13 +192,16 @@ class PeerLink:
     """This replica's PUB socket and one SUB per peer (each in its own context, as feedback ports are)."""
 
     def __init__(self, config: PeerConfig, name: str, table: str, keys: CurveKeys | None,
-                 peer_key: Callable[[str], bytes], run: str | None = None) -> None:
+                 peer_key: Callable[[str], bytes], run: str | None = None,
+                 siblings: Siblings | None = None) -> None:
         self.config, self.name, self.table, self.keys, self.peer_key = config, name, table, keys, peer_key
+        self.siblings = siblings
         self.run = run or new_run()
         self.seq = 0
         self.mine: dict[str, pm.Dispatched] = {}  # this replica's requests in flight, as announced
         self.context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
-        self.pub, self.auth = publisher(self.context, config.host, config.port, keys)
+        self.pub, self.auth = publisher(self.context, config.host, config.port, keys,
+                                        siblings.endpoint(siblings.index) if siblings else "")
         self.sent_bytes = 0
 
     def _next(self) -> int:
@@ -243,6 +264,13 @@ async def run_link(link: PeerLink, on_notice: Callable[[pm.Notice], None],
     subs = [(link.subscribe(key), address) for key, address in link.config.peers()]
     listeners = [asyncio.create_task(receive(sock, on_notice)) for (_, sock), _ in subs]
     listeners += [asyncio.create_task(PeerEndpoints(sock, address).follow()) for (_, sock), address in subs]
+    if link.siblings is not None:  # the other processes of this gateway: fixed endpoints, no keys
+        context = zmq.asyncio.Context()
+        sock = subscriber(context, None)
+        for endpoint in link.siblings.others():
+            sock.connect(endpoint)
+        subs.append(((context, sock), ""))
+        listeners.append(asyncio.create_task(receive(sock, on_notice)))
     try:
         while True:
             tick()

@@ -11,6 +11,7 @@ finishes on the link it was built with (:func:`peer_link`).
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import socket
@@ -21,7 +22,7 @@ from typing import Any
 from sglang_fair.gateway import peer_msgs as pm
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.feedback import OwnPause
-from sglang_fair.gateway.peers import PeerBook, PeerLink, run_link
+from sglang_fair.gateway.peers import PeerBook, PeerLink, Siblings, run_link
 from sglang_fair.gateway.routing import GatewayRouter
 from sglang_fair.gateway.servers import WorkerTable
 from sglang_fair.links.curve import public_key, replica_keys
@@ -73,13 +74,32 @@ class Replication:
         """Hear the peers and tick every ``--peer-interval`` until cancelled (a background duty)."""
         await run_link(self.link, self.on_notice, self.tick)
 
+    def heard_by(self) -> int:
+        """How many peer runs with this replica's worker table hear it (apply its notices)."""
+        return sum(1 for peer in self.book.runs.values() if peer.agrees and peer.hears_me)
+
+    async def joined(self, others: int, timeout: float) -> None:
+        """Wait until ``others`` peer runs hear this replica (its first dispatch counts at every one);
+        a ``RuntimeError`` after ``timeout`` seconds."""
+        waited = 0.0
+        while self.heard_by() < others:
+            if waited >= timeout:
+                raise RuntimeError(f"the replica link: {self.heard_by()} of the gateway's {others} other "
+                                   f"processes hear this one after {timeout:.0f} s")
+            await asyncio.sleep(0.05)
+            waited += 0.05
+
     def view(self) -> dict[str, Any]:
         return {"run": self.link.run, "name": self.link.name, "sent_bytes": self.link.sent_bytes,
                 "sent": self.link.seq, "bad_workers": self.bad_workers, **self.book.view(self.clock())}
 
 
-def peer_link(config: GatewayConfig, table: WorkerTable) -> PeerLink | None:
-    """The replica link of ``--peer-port`` (None without one), CurveZMQ with ``--feedback-keys``."""
+def peer_link(config: GatewayConfig, table: WorkerTable, siblings: Siblings | None = None) -> PeerLink | None:
+    """The replica link of ``--peer-port`` (CurveZMQ with ``--feedback-keys``), or of the other processes
+    of ``--workers N`` (``siblings``, over ``ipc://``); None without either."""
+    if siblings is not None:
+        name = f"{config.peer.name or f'{socket.gethostname()}:{config.port}'}/{siblings.index}"
+        return PeerLink(config.peer, name, table_fingerprint(table), None, lambda key: b"", siblings=siblings)
     if not config.peer.port:
         return None
     keys, directory = None, config.feedback_keys

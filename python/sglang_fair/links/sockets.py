@@ -14,14 +14,18 @@ from sglang_fair.links.curve import CurveKeys, serve_curve
 RECONNECT_IVL_MAX_MS = 2000  # a gone publisher: retry with backoff up to 2 s
 
 
-def publisher(context: Any, host: str, port: int, keys: CurveKeys | None = None
+def publisher(context: Any, host: str, port: int, keys: CurveKeys | None = None, local: str = ""
               ) -> tuple[Any, ThreadAuthenticator | None]:
-    """A PUB socket bound on ``tcp://HOST:PORT`` that never lingers at close; with ``keys`` a CURVE
-    server admitting only ``keys.peers`` (stop the authenticator returned when the socket closes)."""
+    """A PUB socket bound on ``tcp://HOST:PORT`` (not if ``port`` is 0) and on the ``ipc://`` endpoint
+    ``local`` (if given) that never lingers at close; with ``keys`` a CURVE server admitting only
+    ``keys.peers`` (stop the authenticator returned when the socket closes; CURVE binds to TCP alone)."""
     sock = context.socket(zmq.PUB)
     sock.setsockopt(zmq.LINGER, 0)
-    auth = serve_curve(sock, keys) if keys is not None else None
-    sock.bind(f"tcp://{host}:{port}")
+    auth = serve_curve(sock, keys) if keys is not None and port else None
+    if port:
+        sock.bind(f"tcp://{host}:{port}")
+    if local:
+        sock.bind(local)
     return sock, auth
 
 
