@@ -1,6 +1,6 @@
 """Chaos run: faults injected in turn into two CPU servers and two gateways under steady keyed traffic.
 
-    python scripts/chaos.py --model DIR [--minutes 15] [--faults scheduler-kill,...]
+    sglang-fair lab chaos --model DIR [--minutes 15] [--faults scheduler-kill,...]
         [--json results/chaos.json] [--logs DIR]
 
 Starts the cluster of ``harness/cluster.py`` (two ``sglang-fair serve``, one worker each, default

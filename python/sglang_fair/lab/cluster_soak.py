@@ -1,8 +1,8 @@
 """Soak: two CPU servers and two gateways at a fraction of their measured capacity, one row a minute.
 
-    python scripts/soak_cluster.py --model DIR [--minutes 30] [--load 0.7] [--json results/soak_cluster.json]
+    sglang-fair lab cluster-soak --model DIR [--minutes 30] [--load 0.7] [--json results/soak_cluster.json]
 
-The cluster and clients of scripts/chaos.py, no fault. First the capacity (requests answered per second
+The cluster and clients of sglang-fair lab chaos, no fault. First the capacity (requests answered per second
 with three times the clients' requests in flight, ``--capacity-seconds``); then the clients' requests at
 Poisson times, ``--load`` x capacity in all, for ``--minutes``. After every minute it prints the requests
 answered and failed, P50/P99 latency, each client's service that minute and Jain's index over service /

@@ -1,6 +1,6 @@
 """Measure the step times of a running SGLang server over a grid of batch shapes (for sim/fit.py).
 
-    python scripts/measure_cpu_steps.py --url http://127.0.0.1:30000 --vocab 380 > steps.csv
+    sglang-fair lab cpu-steps --url http://127.0.0.1:30000 --vocab 380 > steps.csv
     python -m sglang_fair.sim.fit steps.csv > model.json
 
 Measured from the client over /generate (token ids, streamed, ignore_eos), one shape at a time on an
@@ -103,7 +103,7 @@ async def chunk_size(session: aiohttp.ClientSession, url: str) -> int | None:
     return size if isinstance(size, int) and size > 0 else None
 
 
-async def main() -> int:
+async def measure() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", required=True)
     ap.add_argument("--vocab", type=int, required=True, help="token ids are drawn from [3, vocab)")
@@ -135,5 +135,9 @@ async def main() -> int:
     return 0
 
 
+def main() -> int:
+    return asyncio.run(measure())
+
+
 if __name__ == "__main__":
-    raise SystemExit(asyncio.run(main()))
+    raise SystemExit(main())

@@ -1,16 +1,14 @@
 """Write one version's OpenAPI schema of a CustomResourceDefinition as JSON, descriptions dropped.
 
-``python scripts/crd_schema.py CRD.yaml VERSION OUT.json``: how tests/deploy/crd_schemas/ was made from
+``sglang-fair lab crd-schema CRD.yaml VERSION OUT.json``: how tests/deploy/crd_schemas/ was made from
 the upstream CRDs named in its README (the chart's InferencePool and HTTPRoute are validated against them).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from typing import Any
-
-import yaml
 
 
 def strip(node: Any) -> Any:
@@ -21,8 +19,16 @@ def strip(node: Any) -> Any:
     return node
 
 
-def main(argv: list[str]) -> int:
-    path, version, out = argv
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("crd", help="the CustomResourceDefinition's YAML")
+    parser.add_argument("version", help="the served version whose schema to write")
+    parser.add_argument("out", help="the JSON file to write")
+    args = parser.parse_args(argv)
+    path, version, out = args.crd, args.version, args.out
+    import yaml  # PyYAML: the dev extra's (kubernetes-validate's)
+
     with open(path, encoding="utf-8") as f:
         crd = yaml.safe_load(f)
     (entry,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
@@ -35,4 +41,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    raise SystemExit(main())

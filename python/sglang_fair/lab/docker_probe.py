@@ -1,8 +1,8 @@
 """Check a running sglang-fair server as a user of the compose `cpu` profile would (scripts/docker_check.sh).
 
-    python3 scripts/docker_probe.py --base-url http://127.0.0.1:30000 --client team-a \\
+    sglang-fair lab docker-probe --base-url http://127.0.0.1:30000 --client team-a \\
         --key sk-team-a-1 --other-key sk-team-b-1          # with a keys file and --fairness-admins team-a
-    python3 scripts/docker_probe.py --base-url http://127.0.0.1:30000 --client alice   # without keys
+    sglang-fair lab docker-probe --base-url http://127.0.0.1:30000 --client alice   # without keys
 
 With keys, in order: an OpenAI chat request with the key gets 200 and a completion; a wrong key and no key
 get 401; ``/fairness`` with the key lists its client with the request counted, and without a key gets 401;

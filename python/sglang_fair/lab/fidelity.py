@@ -1,7 +1,7 @@
 """The simulator against the real CPU engine: the same workload on the SGLang CPU server (through
 ``sglang-fair bench``) and in the simulator with the fitted ``cpu-tiny-llama`` preset.
 
-    python scripts/fidelity.py OUT_DIR [--policies fcfs,lpm,vtc,dlpm] [--duration 20] [--dp 1]
+    sglang-fair lab fidelity OUT_DIR [--policies fcfs,lpm,vtc,dlpm] [--duration 20] [--dp 1]
 
 For each policy: starts the server on the tiny model (``--schedule-policy P --enable-cache-report
 --max-total-tokens 60000 --max-running-requests 8`` per worker; with ``--dp 2`` also ``--dp-size 2``
@@ -37,7 +37,7 @@ from sglang_fair.sim.simulator import Simulator
 from sglang_fair.sim.spec import RunSpec
 from sglang_fair.workloads import WorkloadConfig
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the checkout (its scripts/make_tiny_model.py)
 
 KV_TOKENS = 60000
 TINY_VOCAB = 388  # scripts/make_tiny_model.py's tokenizer (seed 0)
@@ -90,7 +90,7 @@ def tables(runs: dict[str, dict[str, dict[str, Any]]], until: float) -> str:
         for name, pair in runs.items():
             r, s = pair["real"].get(key), pair["sim"].get(key)
             out.append(f"| {name} | {_fmt(r)} | {_fmt(s)} | {rel(s, r)} |")
-        order = {side: " > ".join(sorted(runs, key=lambda n, side=side: -(runs[n][side].get(key) or 0)))
+        order = {side: " > ".join(sorted(runs, key=lambda n, side=side: -(runs[n][side].get(key) or 0)))  # type: ignore[misc]
                  for side in ("real", "sim")}
         same = "same" if order["real"] == order["sim"] else "differs"
         out.append(f"\nranking, real: {order['real']}; sim: {order['sim']} ({same})")

@@ -1,12 +1,12 @@
 """Check the compose ``fleet-cpu`` profile (two servers, two gateway replicas in front) as a user and an
 operator would (scripts/docker_check.sh: steps fleet-probe, replicas, health, failover, taken-back).
 
-    python3 scripts/fleet_probe.py --gateway http://127.0.0.1:30080 --servers URL_A,URL_B \\
+    sglang-fair lab fleet-probe --gateway http://127.0.0.1:30080 --servers URL_A,URL_B \\
         --key sk-team-a-1 check                  # keyed chat 200, 401s, pins 403, both servers routed
-    python3 scripts/fleet_probe.py ... chats --count 4        # 4 chats at once through the gateway, all 200
-    python3 scripts/fleet_probe.py ... out --server NAME      # until /gateway/state lists NAME taken out
-    python3 scripts/fleet_probe.py ... back --server NAME     # until it is back and chats are routed to it
-    python3 scripts/fleet_probe.py ... peers --count 1        # until a peer replica is heard both ways and
+    sglang-fair lab fleet-probe ... chats --count 4        # 4 chats at once through the gateway, all 200
+    sglang-fair lab fleet-probe ... out --server NAME      # until /gateway/state lists NAME taken out
+    sglang-fair lab fleet-probe ... back --server NAME     # until it is back and chats are routed to it
+    sglang-fair lab fleet-probe ... peers --count 1        # until a peer replica is heard both ways and
                                                               # 1 of its dispatches was recorded here
 
 ``--servers`` are the servers' published URLs (for the direct requests); ``--server NAME`` matches the
@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from docker_probe import CHAT, ProbeConfig, ProbeFailed, request, run_checks
+from sglang_fair.lab.docker_probe import CHAT, ProbeConfig, ProbeFailed, request, run_checks
 
 STATE = "/gateway/state"
 

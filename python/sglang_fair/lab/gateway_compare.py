@@ -1,6 +1,6 @@
 """The gateway's default policy against a plain round robin over two CPU servers (tiny model).
 
-    python scripts/compare_gateway.py --model DIR [--window 40] [--policies fair_cache_aware,round_robin]
+    sglang-fair lab gateway-compare --model DIR [--window 40] [--policies fair_cache_aware,round_robin]
         [--json results/compare_gateway.json]
 
 Two ``sglang-fair serve`` instances (one worker each, one OpenMP thread each, their default

@@ -1,6 +1,6 @@
 """The latency ``sglang-fair gateway`` adds, on the CPU engine; prints p50/p99 direct vs through the gateway.
 
-    python scripts/bench_gateway.py --model DIR [--rate 4] [--duration 30] [--max-tokens 8]
+    sglang-fair lab gateway-latency --model DIR [--rate 4] [--duration 30] [--max-tokens 8]
 
 One ``sglang-fair serve`` (one worker, ``--gateway-token-file``) and one gateway in front of it only,
 so both paths reach the same worker. Requests arrive open-loop (Poisson, ``--rate`` per second in

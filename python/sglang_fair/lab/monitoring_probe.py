@@ -1,11 +1,11 @@
 """Check the compose `monitoring` profile and the load balancer as an operator would (docker_check.sh).
 
-    python3 scripts/monitoring_probe.py --prometheus http://127.0.0.1:9090 targets \\
+    sglang-fair lab monitoring-probe --prometheus http://127.0.0.1:9090 targets \\
         --expect sglang-fair=2,sglang-fair-gateway=2,haproxy=1
-    python3 scripts/monitoring_probe.py --prometheus URL moves --lb http://127.0.0.1:30443 --key K --client C
-    python3 scripts/monitoring_probe.py --prometheus URL dashboard \
+    sglang-fair lab monitoring-probe --prometheus URL moves --lb http://127.0.0.1:30443 --key K --client C
+    sglang-fair lab monitoring-probe --prometheus URL dashboard \
         --file docker/grafana/dashboards/sglang-fair.json
-    python3 scripts/monitoring_probe.py lb --stats http://127.0.0.1:8404 --server gateway-1 --state DOWN
+    sglang-fair lab monitoring-probe lb --stats http://127.0.0.1:8404 --server gateway-1 --state DOWN
 
 ``targets``: Prometheus scrapes every target it was given, each job with the expected count, all up.
 ``moves``: chats through the load balancer with the key get 200 and two naming a model nobody serves 404,
@@ -87,7 +87,7 @@ def chat(lb: str, key: str, model: str = "default") -> int:
     req = urllib.request.Request(lb + "/v1/chat/completions", data=json.dumps(body).encode(), headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=120) as resp:
-            return resp.status
+            return int(resp.status)
     except urllib.error.HTTPError as err:
         return err.code
 

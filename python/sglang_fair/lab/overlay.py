@@ -1,7 +1,7 @@
 """Overlay the service over time of runs from their JSON (``sglang-fair sim --json``, ``sglang-fair
 bench --json``): one colour per client, one line style per run.
 
-    python scripts/overlay_runs.py OUT.png sim=sim.json real=real.json [--title TEXT]
+    sglang-fair lab overlay OUT.png sim=sim.json real=real.json [--title TEXT]
 
 A ``sim --compare`` JSON holds several runs: name one with ``NAME=FILE:RUN`` (e.g.
 ``sim=sim.json:d2lpm:dlpm``).

@@ -1,6 +1,6 @@
 """The fairness page under a flood, photographed by headless Chromium (the README's picture).
 
-    python scripts/fairness_page_shot.py --model DIR [--seconds 120] [--out docs/img/fairness_page.png]
+    sglang-fair lab page-shot --model DIR [--seconds 120] [--out docs/img/fairness_page.png]
 
 Starts ``sglang-fair serve`` on CPU with two data-parallel workers behind the fair router (the defaults:
 ``dlpm_light`` on each worker, ``fair_cache_aware`` routing), client keys and ``--client-max-inflight 12``,

@@ -1,6 +1,6 @@
 """Benchmarks of the SGLang plugin on CPU; prints the figures (recorded in docs/benchmarks.md).
 
-    python scripts/bench_sglang_plugin.py overhead [--steps 200] [--sizes 100,1000,10000]
+    sglang-fair lab plugin-speed overhead [--steps 200] [--sizes 100,1000,10000]
         Scheduler overhead per step with 100, 1,000 and 10,000 waiting requests, in one process, on
         the same queue: SGLang's own ``lpm`` and ``fcfs`` (``SchedulePolicy.calc_priority``) against
         the plugin's policies (the hooked ``calc_priority`` — radix matching of the waiting requests
@@ -10,13 +10,13 @@
         8 requests per step. The cache is the one the live server builds (``UnifiedRadixCache``,
         Rust tree core, 60,000 KV tokens) holding one 1,300-token prefix that half the requests
         share; admitted requests publish prompt + output into it (evicting when full).
-    python scripts/bench_sglang_plugin.py throughput --model DIR [--window 20] [--rounds 2]
+    sglang-fair lab plugin-speed throughput --model DIR [--window 20] [--rounds 2]
         Output tokens/s of the CPU server under lpm and dlpm, alternating, with well-behaved clients
         (4 clients, each 4 requests in flight over its own shared prefix).
-    python scripts/bench_sglang_plugin.py scenario --model DIR [--window 25]
+    sglang-fair lab plugin-speed scenario --model DIR [--window 25]
         The end-to-end scenario of tests/e2e (heavy shared-prefix flood, backlogged medium client,
         light client) under lpm, fcfs, dlpm (Q^u 256) and vtc: light latency, requests done, hit rate.
-    python scripts/bench_sglang_plugin.py flood --model DIR [--window 20] [--only fcfs,dlpm_light]
+    sglang-fair lab plugin-speed flood --model DIR [--window 20] [--only fcfs,dlpm_light]
         The defaults under a flood: one client keeps 32 requests over a shared 1,300-token
         prefix in flight, two light clients send one short unique request at a time; lpm, fcfs, vtc,
         dlpm (default Q^u and 256) and dlpm_light (default Q^u): light P99, per-client hit rate, tokens/s.

@@ -1,6 +1,6 @@
 """One gateway, two gateway replicas sharing what they route, and two that do not, over two CPU servers.
 
-    python scripts/compare_replicas.py --model DIR [--window 40] [--modes one,shared,apart]
+    sglang-fair lab replicas-compare --model DIR [--window 40] [--modes one,shared,apart]
         [--json results/compare_replicas.json]
 
 Two ``sglang-fair serve`` instances (one worker each, one OpenMP thread each, ``dlpm_light`` with
@@ -24,12 +24,17 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
-from compare_gateway import cache_totals, compare_on_two_servers, comparison_parser, drain_and_flush
 from sglang_fair.core.cost import CostModel
 from sglang_fair.harness.closed_loop import ClientSpec, run_load
 from sglang_fair.harness.gateway import running_gateway
 from sglang_fair.harness.scenario import words
 from sglang_fair.harness.server import free_port, get_json
+from sglang_fair.lab.gateway_compare import (
+    cache_totals,
+    compare_on_two_servers,
+    comparison_parser,
+    drain_and_flush,
+)
 from sglang_fair.metrics.stats import jain_index, percentile
 
 WEIGHTS = "heavy-a=4,heavy-b=1"

@@ -1,7 +1,7 @@
 """What sharing costs gateway replicas: bytes per dispatch, the time to apply a peer's notice, the link's
 delay, and so the number of replicas the sharing holds up to.
 
-    python scripts/speed_replicas.py [--workers 16] [--requests 4000] [--prompt-tokens 200,2000]
+    sglang-fair lab replicas-speed [--workers 16] [--requests 4000] [--prompt-tokens 200,2000]
         [--gateway-rps 1000] [--json results/speed_replicas.json]
 
 For each prompt length: requests of one of 16 shared prefixes (90% of the prompt) plus unique tokens,

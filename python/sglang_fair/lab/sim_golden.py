@@ -1,6 +1,6 @@
 """Golden check of the simulator: a fixed set of small, varied runs whose results must not change.
 
-``python scripts/sim_golden.py --save BASE.json`` runs every case and writes, per case, its summary and
+``sglang-fair lab sim-golden --save BASE.json`` runs every case and writes, per case, its summary and
 a digest of every request's record (times, worker, cached prefix, retractions), the service series, the
 end time and the step count; ``--check BASE.json`` runs them again and names each case that differs
 (exit 1). Meant for speed work: an optimisation must leave every simulated result as it was. Keep the

@@ -1,6 +1,6 @@
 """Soak run (outside CI): mixed clients for minutes against the CPU server, memory of every process.
 
-    python scripts/soak.py --model DIR [--minutes 10] [--dp-size 2] [--json soak.json]
+    sglang-fair lab soak --model DIR [--minutes 10] [--dp-size 2] [--json soak.json]
 
 Starts ``sglang-fair serve`` (``--policy``, ``dlpm_light`` by default; with ``--dp-size 2`` the
 global router too, ``--router``, D²LPM by default), runs a flooding client over a shared prefix, two
@@ -39,7 +39,7 @@ def clients(minute: int) -> list[ClientSpec]:
         ClientSpec("heavy", 8, lambda i: f"{prefix} {words(i, 8)}", 24),
         ClientSpec("light-1", 1, lambda i: words(1000 + i, 80), 24),
         ClientSpec("light-2", 1, lambda i: words(2000 + i, 80), 24),
-        *(ClientSpec(f"churn-{minute}-{k}", 1, lambda i, k=k: words(3000 + 97 * k + i, 40), 8)
+        *(ClientSpec(f"churn-{minute}-{k}", 1, lambda i, k=k: words(3000 + 97 * k + i, 40), 8)  # type: ignore[misc]
           for k in range(CHURN)),
     ]
 

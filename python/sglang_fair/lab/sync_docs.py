@@ -7,8 +7,8 @@ from one source, the same that ``sglang-fair serve --help`` prints:
   default back to SGLang's own (``sglang_plugin/defaults.py``'s ``defaults_summary``);
 - ``batch-flags``: the ``--batch-*`` flags of ``serve``, their help and defaults (``BatchingConfig``).
 
-    .venv/bin/python scripts/sync_docs.py          # rewrite the blocks
-    .venv/bin/python scripts/sync_docs.py --check  # exit 1 naming the stale ones (tests/project runs it)
+    .venv/bin/sglang-fair lab sync-docs          # rewrite the blocks
+    .venv/bin/sglang-fair lab sync-docs --check  # exit 1 naming the stale ones (tests/project runs it)
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]  # the checkout whose docs it rewrites
 FILES = ("README.md", "docs/serving.md")
 
 
@@ -32,7 +32,7 @@ def fair_defaults() -> str:
 def batch_flags() -> str:
     from sglang_fair.cli import build_parser
 
-    serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr,index]
     rows = ["| flag | meaning | default |", "| --- | --- | --- |"]
     for action in serve._actions:
         flag = next((o for o in action.option_strings if o.startswith("--batch-")), None)
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
             if not args.check:
                 path.write_text(new)
     if stale and args.check:
-        print(f"stale generated blocks in {', '.join(stale)}: run scripts/sync_docs.py", file=sys.stderr)
+        print(f"stale generated blocks in {', '.join(stale)}: run sglang-fair lab sync-docs", file=sys.stderr)
         return 1
     return 0
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The weighted 4:1 pair on the real CPU engine, with each scheduler's view sampled every second.
 
-    python scripts/trace_weighted_dp.py --model DIR [--dp-size 2] [--concurrency 24] [--window 45]
+    sglang-fair lab trace-weighted-dp --model DIR [--dp-size 2] [--concurrency 24] [--window 45]
         [--flags "--load-balance-method round_robin"] [--max-total-tokens 4500] [--json out.json]
 
 ``sglang-fair serve`` (no policy flag unless ``--flags``) with ``--client-weights heavy-a=4,heavy-b=1`` and

@@ -165,7 +165,7 @@ PRESETS: dict[str, tuple[Hardware, Model]] = {
 # context length, SGLang's default chunked-prefill size there).
 # cpu-tiny-llama: scripts/make_tiny_model.py's Llama on SGLang 0.5.23's CPU engine (torch_native
 # attention, OMP_NUM_THREADS=1, --max-total-tokens 60000, chunked prefill 4096) on an otherwise idle
-# 2-core VM, 2026-11-23: scripts/measure_cpu_steps.py --grid short and --grid long (prefill after up
+# 2-core VM, 2026-11-23: sglang-fair lab cpu-steps --grid short and --grid long (prefill after up
 # to 24,576 cached tokens), then python -m sglang_fair.sim.fit --relative of both CSVs
 # (results/fidelity/cpu_tiny_steps_quiet.csv, _quiet_long2.csv; median error 11% short, 6% long).
 FITTED: dict[str, tuple[LinearStepModel, int, int, int]] = {
