@@ -1,7 +1,7 @@
 """How far one ``sglang-fair gateway`` process goes: its saturation throughput, the latency it adds and
 where its CPU time goes, against stub servers that answer at once (no SGLang, no model).
 
-    python scripts/speed_gateway.py [--seconds 10] [--concurrency 64] [--rates 20,100] [--profile]
+    sglang-fair lab gateway-speed [--seconds 10] [--concurrency 64] [--rates 20,100] [--profile]
         [--vs-smg] [--baseline-src DIR] [--json results/speed_gateway.json]
 
 One stub process (aiohttp, two ports: the gateway sees two servers of one worker each) answers
