@@ -1,14 +1,13 @@
 """README.md, docs/serving.md and ``serve --help`` give one list of what turns the fair defaults off,
 and docs/serving.md the ``--batch-*`` flags as ``serve --help`` has them: the docs' blocks are generated
-(``scripts/sync_docs.py``) and must match the code."""
+(``sglang-fair lab sync-docs``) and must match the code."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 
+from sglang_fair.lab import sync_docs as docs
 from sglang_fair.sglang_plugin.cli import EPILOG
 from sglang_fair.sglang_plugin.defaults import ADMISSION_OFF, defaults_summary, fair_unsupported
 from sglang_fair.sglang_plugin.router_launch import ROUTER_OFF, router_unsupported
@@ -16,20 +15,10 @@ from sglang_fair.sglang_plugin.router_launch import ROUTER_OFF, router_unsupport
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def sync_docs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sync_docs", ROOT / "scripts" / "sync_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_docs_blocks_are_what_the_code_generates() -> None:
-    docs = sync_docs()
     for name in docs.FILES:
         text = (ROOT / name).read_text()
-        assert docs.synced(text) == text, f"{name}: run .venv/bin/python scripts/sync_docs.py"
+        assert docs.synced(text) == text, f"{name}: run .venv/bin/sglang-fair lab sync-docs"
     readme, serving = (" ".join((ROOT / n).read_text().split()) for n in ("README.md", "docs/serving.md"))
     summary = defaults_summary(markdown=True)
     assert summary in readme and summary in serving
@@ -37,7 +26,6 @@ def test_the_docs_blocks_are_what_the_code_generates() -> None:
 
 
 def test_a_stale_block_is_found_and_rewritten() -> None:
-    docs = sync_docs()
     stale = ("before\n<!-- generated: fair-defaults (x) -->\nLoRA, PP\n"
              "<!-- end generated: fair-defaults -->\nafter\n")
     fresh = docs.synced(stale)
