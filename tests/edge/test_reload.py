@@ -70,7 +70,8 @@ def test_an_invalid_file_is_refused_with_its_line_and_the_table_stays(
     write(path, BROKEN, bump=1)
     with caplog.at_level(logging.ERROR, logger="sglang_fair"):
         outcome = r.poll(10.0)
-    assert outcome is not None and outcome.error.startswith(f"{path}:8: tenant 'dave': unknown field(s) weigth")
+    assert outcome is not None
+    assert outcome.error.startswith(f"{path}:8: tenant 'dave': unknown field(s) weigth")
     assert f"{path}:8:" in caplog.text and "running configuration stays" in caplog.text
     assert applied.tables == [] and r.table is before
     assert r.poll(20.0) is None  # the same broken file is not refused again at every look
@@ -89,7 +90,7 @@ def test_an_unchanged_file_does_nothing(tmp_path: Path) -> None:
 
 
 def test_sighup_looks_at_once_and_a_refusing_apply_keeps_the_table(tmp_path: Path) -> None:
-    r, applied, path = reloader(tmp_path, applied=Applied(refuse="client 'alice': weight 3 conflicts"))
+    r, _, path = reloader(tmp_path, applied=Applied(refuse="client 'alice': weight 3 conflicts"))
     r.poll(0.0)
     write(path, FIRST.replace("weight = 2", "weight = 3"), bump=1)
     r.request()

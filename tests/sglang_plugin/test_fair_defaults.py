@@ -7,7 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from sglang_fair.sglang_plugin.defaults import DEFAULT_ADMISSION, DEFAULT_ROUTER, with_defaults
+from sglang_fair.sglang_plugin.defaults import (
+    DEFAULT_ADMISSION,
+    DEFAULT_ROUTER,
+    PREEMPTION_OFF,
+    with_defaults,
+)
 from sglang_fair.sglang_plugin.router_launch import ROUTER_METHODS
 
 
@@ -39,13 +44,26 @@ def test_a_chosen_routing_method_is_kept(given: list[str]) -> None:
 @pytest.mark.parametrize(("feature", "named"), [
     ({"enable_lora": True}, "--enable-lora"), ({"pp_size": 2}, "--pp-size > 1"),
     ({"disaggregation_mode": "prefill"}, "--disaggregation-mode"),
-    ({"enable_priority_scheduling": True}, "--enable-priority-scheduling"),
 ])
 def test_an_unsupported_feature_gets_sglangs_default_and_a_notice(
         feature: dict[str, object], named: str) -> None:
     args, notices = with_defaults(["--model-path", "m"], parsed(**feature))
     assert args == ["--model-path", "m"]
     assert len(notices) == 1 and named in notices[0] and "fcfs" in notices[0]
+
+
+@pytest.mark.parametrize("given", [[], ["--schedule-policy", "dlpm"]])
+def test_priority_scheduling_keeps_the_fair_policy_and_turns_sglangs_preemption_off(given: list[str]) -> None:
+    """It once turned the fair default off (SGLang's fcfs, by priority): now the fair policy orders
+    admission and SGLang's priority preemption, which would evict past it, is off."""
+    args, notices = with_defaults(["--model-path", "m", *given], parsed(enable_priority_scheduling=True))
+    assert args[-1] == PREEMPTION_OFF and ("dlpm" in args if given else DEFAULT_ADMISSION in args)
+    assert len(notices) == 1 and "priority preemption is off" in notices[0]
+    kept, none = with_defaults(["--model-path", "m"], parsed(enable_priority_scheduling=True,
+                                                             disable_priority_preemption=True))
+    assert kept == ["--model-path", "m", "--schedule-policy", DEFAULT_ADMISSION] and none == []
+    plain, _ = with_defaults(["--schedule-policy", "fcfs"], parsed(enable_priority_scheduling=True))
+    assert plain == ["--schedule-policy", "fcfs"]  # SGLang's own policy keeps SGLang's preemption
 
 
 @pytest.mark.parametrize(("feature", "flags", "named"), [

@@ -24,8 +24,9 @@ def rewrite(path: Path, text: str) -> None:
 
 
 def test_live_parts_follow_the_policy_and_the_router() -> None:
-    assert live_parts("dlpm_light", router=False) == {"clients", "budgets", "weights", "bands"}
-    assert live_parts("dlpm_light", router=True) == {"clients", "budgets", "bands"}
+    banded = {"bands", "request_priority"}
+    assert live_parts("dlpm_light", router=False) == {"clients", "budgets", "weights", *banded}
+    assert live_parts("dlpm_light", router=True) == {"clients", "budgets", *banded}
     assert live_parts("vtc", router=False) == {"clients", "budgets", "weights"}
     assert live_parts("lpm", router=False) == {"clients", "budgets"}
 

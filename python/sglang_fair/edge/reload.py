@@ -28,8 +28,9 @@ from sglang_fair.edge.keys import KeyTable, load_key_file
 
 logger = logging.getLogger("sglang_fair")
 POLL_S = 2.0
-PARTS = ("clients", "weights", "budgets", "bands")  # KeyTable's fields; "clients" is the keys
-PART_NAMES = {"clients": "keys", "weights": "weights", "budgets": "budgets", "bands": "bands"}
+PARTS = ("clients", "weights", "budgets", "bands", "request_priority")  # KeyTable's fields
+PART_NAMES = {"clients": "keys", "weights": "weights", "budgets": "budgets", "bands": "bands",
+              "request_priority": "allow_request_priority"}
 
 
 class LiveTenants:

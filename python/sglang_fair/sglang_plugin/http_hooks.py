@@ -21,6 +21,7 @@ from sglang_fair.edge.model_names import ModelNameMiddleware, ModelNames
 from sglang_fair.edge.reload import LiveTenants
 from sglang_fair.edge.trust import PinnedRankMiddleware, is_trusted
 from sglang_fair.links.feedback_hub import ADVERT_PATH, FeedbackConfig, advert
+from sglang_fair.metrics.tenant_series import TenantMetricsMiddleware
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_from_env
 from sglang_fair.sglang_plugin.fairness_page import install as install_page
 from sglang_fair.sglang_plugin.fairness_page import page_for_server
@@ -167,6 +168,8 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     edge = config.edge
     if not edge.accept_any_model:
         app.add_middleware(ModelNameMiddleware, names=served_names)  # innermost: after identity
+    app.add_middleware(TenantMetricsMiddleware, rows=lambda: read_all(state_dir())["clients"],
+                       k=edge.metrics_top_tenants)  # inside the admins' check of /metrics
     if identity_needed(policy, config, router):
         if edge.client_max_inflight > 0:
             app.add_middleware(ClientInflightMiddleware, max_inflight=edge.client_max_inflight)

@@ -19,7 +19,7 @@ from sglang_fair.sglang_plugin.pab_report import report_prefill_budget
 from sglang_fair.sglang_plugin.publish import Publisher, state_dir
 from sglang_fair.sglang_plugin.router_link import link_from_env
 from sglang_fair.sglang_plugin.state import FairState
-from sglang_fair.sglang_plugin.tenant_reload import scheduler_reloader
+from sglang_fair.sglang_plugin.tenant_reload import allow_request_priority, scheduler_reloader
 from sglang_fair.sglang_plugin.worker_hooks import report_load
 
 logger = logging.getLogger("sglang_fair")
@@ -43,6 +43,7 @@ def validate_policy(original: Any, self: Any, policy: str, tree_cache: Any) -> A
     config = config_from_env()
     admission = make_admission_policy(config.for_policy(policy))
     state = FairState(admission, client_ttl=config.edge.idle_ttl())
+    allow_request_priority(state, config.edge.key_table.request_priority)
     setattr(self, STATE_ATTR, state)
     setattr(self, RELOAD_ATTR, scheduler_reloader(config, policy, admission, link_from_env() is not None,
                                                   state))
@@ -138,6 +139,7 @@ def add_request_to_queue(_result: Any, self: Any, req: Any, *args: Any, **kwargs
     """AFTER ``Scheduler._add_request_to_queue``: arrival, or return of a retracted request."""
     state = state_of(self.policy)
     if state is not None and self.waiting_queue and self.waiting_queue[-1] is req:
+        state.low_first = bool(getattr(self, "schedule_low_priority_values_first", False))
         state.arrive(req)
 
 

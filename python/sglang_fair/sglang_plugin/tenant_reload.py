@@ -2,9 +2,11 @@
 
 - The HTTP process (:func:`start_edge_reload`, a daemon thread, at once on SIGHUP to ``serve``'s main
   process): the keys (who may send, as which tenant) and the budgets, at the next request.
-- Every scheduler (:func:`scheduler_reloader`, polled at each scheduling step; several under
-  ``--dp-size``): each reads the file itself and applies the client weights to its admission policy
-  (the next refill uses them) and the bands (``dlpm``, ``dlpm_light``).
+- Every scheduler (:func:`scheduler_reloader`; several under ``--dp-size``): each looks at the file
+  itself (one ``stat``) at every scheduling step that has requests waiting, so the weights (the next
+  refill uses them), the bands and ``allow_request_priority`` (``dlpm``, ``dlpm_light``: requests that
+  arrive from then on) are the file's before any admission that follows a change; an idle scheduler has
+  nothing to admit and looks at its next request.
 
 What needs a restart is kept, with a log line: the weights when the global router runs (it took them
 on its command line) or the policy is not fair (weights need ``dlpm``, ``dlpm_light`` or ``vtc``), the
@@ -35,7 +37,7 @@ def live_parts(policy: str | None, router: bool) -> frozenset[str]:
     if policy in FAIR_POLICIES and not router:
         parts.add("weights")
     if policy is not None and keeps_bands(policy):
-        parts.add("bands")
+        parts |= {"bands", "request_priority"}
     return frozenset(parts)
 
 
@@ -50,6 +52,16 @@ def checked(config: FairConfig, table: KeyTable, policy: str | None) -> tuple[di
         raise ConfigError(f"tokens_per_minute budgets need --schedule-policy dlpm, dlpm_light or vtc "
                           f"(got {policy})")
     return weights, bands
+
+
+def allow_request_priority(state: Any, clients: frozenset[str]) -> None:
+    """Let ``clients``' requests carry their own band (their SGLang ``priority``) in ``state``'s policy
+    (a policy without bands: never; ``launcher.check_combination`` refuses it at start)."""
+    clock = getattr(state.policy, "bands", None)
+    if clock is None:
+        return
+    state.priority_clients = clients
+    clock.per_request = bool(clients)
 
 
 def start_edge_reload(config: FairConfig, tenants: LiveTenants, book: BudgetBook, policy: str | None,
@@ -88,5 +100,7 @@ def scheduler_reloader(config: FairConfig, policy_name: str, policy: AdmissionPo
         clock = getattr(policy, "bands", None)
         if clock is not None:
             clock.client_bands = {c: int(b) for c, b in bands.items()}
+        allow_request_priority(state, table.request_priority)
 
-    return TenantReloader(path, config.edge.key_table, apply, live_parts(policy_name, router), "scheduler")
+    return TenantReloader(path, config.edge.key_table, apply, live_parts(policy_name, router), "scheduler",
+                          poll_s=0.0)
