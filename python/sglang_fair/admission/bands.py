@@ -4,11 +4,11 @@ the policy's own fairness inside each, and an aging guard so that no band starve
 A client's band comes from ``AdmissionConfig.client_bands`` (a tenant file's ``band``: interactive 0,
 standard 1, batch 2; a client without one is in band 1), or, for a tenant that allows it, from the
 request's own SGLang ``priority`` (``band_names.request_band``, carried as ``req.band``). Each
-admission step scans band 0's waiting
-requests first, with the policy's credit check and refills over that band's clients only, then band 1's
-with what the budget has left, and so on: a later band is admitted only when the earlier ones have
-nothing more that fits, and two clients of one band keep the policy's bound between them (their refills
-are the policy's, unchanged; the other bands only take budget, as memory pressure does).
+admission step scans band 0's waiting requests first, with the policy's credit check and refills over
+that band's clients only, then band 1's with what the budget has left, and so on: a later band is
+admitted only when the earlier ones have nothing more that fits, and two clients of one band keep the
+policy's bound between them (their refills are the policy's, unchanged; the other bands only take
+budget, as memory pressure does).
 
 Aging: a request of a later band that has waited ``aging_s`` seconds of the host's clock (``tick``) is
 scanned with band 0 from then on, by the policy's own fairness among band 0's clients (so a flooding
