@@ -183,3 +183,4 @@ def test_prometheus_has_per_client_figures(dlpm_server: tuple[str, Summary]) -> 
         text = resp.read().decode()
     for figure in ("service", "counter", "waiting", "running", "perceived_service"):
         assert f'sglang_fair:{figure}{{client="heavy"' in text, figure
+    assert 'sglang_fair_tenant_service{tenant="heavy"}' in text  # the bounded series (top K by service)

@@ -10,7 +10,7 @@ import pytest
 from sglang_fair.sglang_plugin.defaults import (
     DEFAULT_ADMISSION,
     DEFAULT_ROUTER,
-    PREEMPTION_OFF,
+    PRIORITY_FLAG,
     with_defaults,
 )
 from sglang_fair.sglang_plugin.router_launch import ROUTER_METHODS
@@ -53,17 +53,16 @@ def test_an_unsupported_feature_gets_sglangs_default_and_a_notice(
 
 
 @pytest.mark.parametrize("given", [[], ["--schedule-policy", "dlpm"]])
-def test_priority_scheduling_keeps_the_fair_policy_and_turns_sglangs_preemption_off(given: list[str]) -> None:
-    """It once turned the fair default off (SGLang's fcfs, by priority): now the fair policy orders
-    admission and SGLang's priority preemption, which would evict past it, is off."""
-    args, notices = with_defaults(["--model-path", "m", *given], parsed(enable_priority_scheduling=True))
-    assert args[-1] == PREEMPTION_OFF and ("dlpm" in args if given else DEFAULT_ADMISSION in args)
-    assert len(notices) == 1 and "priority preemption is off" in notices[0]
-    kept, none = with_defaults(["--model-path", "m"], parsed(enable_priority_scheduling=True,
-                                                             disable_priority_preemption=True))
-    assert kept == ["--model-path", "m", "--schedule-policy", DEFAULT_ADMISSION] and none == []
-    plain, _ = with_defaults(["--schedule-policy", "fcfs"], parsed(enable_priority_scheduling=True))
-    assert plain == ["--schedule-policy", "fcfs"]  # SGLang's own policy keeps SGLang's preemption
+def test_priority_scheduling_keeps_the_fair_policy(given: list[str]) -> None:
+    """It once turned the fair default off (SGLang's fcfs: SGLang accepts the flag only with fcfs or
+    lof): now the flag is taken off SGLang's arguments and the fair policy orders admission."""
+    args, notices = with_defaults(["--model-path", "m", PRIORITY_FLAG, *given],
+                                  parsed(enable_priority_scheduling=True))
+    assert args == ["--model-path", "m", *(given or ["--schedule-policy", DEFAULT_ADMISSION])]
+    assert len(notices) == 1 and "the fair policy orders admission itself" in notices[0]
+    plain, none = with_defaults([PRIORITY_FLAG, "--schedule-policy", "fcfs"],
+                                parsed(enable_priority_scheduling=True))
+    assert plain == [PRIORITY_FLAG, "--schedule-policy", "fcfs"] and none == []  # SGLang's own policy
 
 
 @pytest.mark.parametrize(("feature", "flags", "named"), [

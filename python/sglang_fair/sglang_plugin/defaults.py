@@ -8,10 +8,12 @@ turned on an SGLang feature the fair policies do not serve (LoRA, pipeline paral
 disaggregation, ...) gets SGLang's own default and one notice saying why; a fair policy chosen
 explicitly with such a feature stays an error (``launcher.check_combination``).
 
-SGLang's ``--enable-priority-scheduling`` keeps the fair default: the fair policy orders admission (a
-request's ``priority`` is its band only for a tenant with ``allow_request_priority``, docs/tenants.md),
-and SGLang's priority preemption, which would evict running requests by priority past the policy, is
-turned off (``--disable-priority-preemption``, with a notice).
+SGLang's ``--enable-priority-scheduling`` keeps the fair default (it once turned it back to ``fcfs``:
+SGLang 0.5.23 accepts the flag only with ``fcfs`` or ``lof``): with a fair policy the flag is taken off
+SGLang's arguments, with a notice, and the fair policy orders admission itself (a request's
+``priority`` reaches the scheduler without the flag and is its band for a tenant with
+``allow_request_priority``, docs/tenants.md); SGLang's priority sort and its priority preemption, which
+would evict running requests past the policy, do not run.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from sglang_fair.sglang_plugin.router_launch import (
 )
 
 POLICY_FLAG = "--schedule-policy"
-PREEMPTION_OFF = "--disable-priority-preemption"
+PRIORITY_FLAG = "--enable-priority-scheduling"
 DEFAULT_ADMISSION = "dlpm_light"
 DEFAULT_ROUTER = "fair_cache_aware"
 
@@ -79,12 +81,11 @@ def with_defaults(args: Sequence[str], server_args: Any) -> tuple[list[str], lis
         else:
             out += [POLICY_FLAG, DEFAULT_ADMISSION]
     policy = flag_value(out, POLICY_FLAG)
-    if (policy in FAIR_POLICIES and getattr(server_args, "enable_priority_scheduling", False)
-            and not getattr(server_args, "disable_priority_preemption", False)):
-        out.append(PREEMPTION_OFF)
-        notices.append(f"sglang-fair: --enable-priority-scheduling with {POLICY_FLAG} {policy}: the fair "
-                       f"policy orders admission (a request's priority is its band where its tenant "
-                       f"allows it); SGLang's priority preemption is off ({PREEMPTION_OFF})")
+    if policy in FAIR_POLICIES and getattr(server_args, "enable_priority_scheduling", False):
+        out = [a for a in out if a != PRIORITY_FLAG]
+        notices.append(f"sglang-fair: {PRIORITY_FLAG} with {POLICY_FLAG} {policy}: the fair policy orders "
+                       f"admission itself (a request's priority is its band where its tenant allows it, "
+                       f"docs/tenants.md); SGLang's priority sort and preemption do not run")
     if find_flag(args, LB_FLAG) is None and (getattr(server_args, "dp_size", 1) or 1) >= 2:
         bad = router_unsupported(server_args)
         if find_flag(args, KV_FLAG) is not None:

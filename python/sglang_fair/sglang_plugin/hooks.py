@@ -137,7 +137,7 @@ ATTRIBUTES: tuple[tuple[str, tuple[str, ...]], ...] = (
     (M + "io_struct.GenerateReqInput", ("routing_key", "routed_dp_rank", "sampling_params")),
     (M + "io_struct.TokenizedGenerateReqInput", ("rid", "input_ids", "routing_key")),
     (SERVER_ARGS, ("dp_size", "schedule_policy", "api_key", "enable_priority_scheduling", "pp_size",
-                   "tokenizer_worker_num", "grpc_port", "host", "disable_priority_preemption")),
+                   "tokenizer_worker_num", "grpc_port", "host")),
     (KV_EVENTS + "KVEventBatch", ("events",)),
     (M + "tokenizer_manager.TokenizerManager", ("model_config", "served_model_name", "model_path",
                                                 "lora_registry")),
