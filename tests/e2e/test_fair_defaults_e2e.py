@@ -26,20 +26,22 @@ FLOOD = Workload(heavy_concurrency=32, medium_concurrency=0, light_clients=2)
 WINDOW_S = 10.0
 
 
-Served = tuple[dict[str, Summary], dict[str, Any]]
+Served = tuple[dict[str, Summary], dict[str, dict[str, Any]]]
+PRIORITY = ("--enable-priority-scheduling",)  # once turned the default back to SGLang's fcfs
 
 
 @pytest.fixture(scope="module")
 def served(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Served:
-    """Each server's summary, and the /fairness of the one started with no policy flag at all."""
+    """Each server's summary, and the /fairness of those started with no policy flag at all (one of
+    them with SGLang's priority scheduling on)."""
     out: dict[str, Summary] = {}
-    default_view: dict[str, Any] = {}
-    for name, flag in (("fcfs", "fcfs"), ("dlpm_light", "")):
+    views: dict[str, dict[str, Any]] = {}
+    for name, flag, extra in (("fcfs", "fcfs", ()), ("dlpm_light", "", ()), ("priority", "", PRIORITY)):
         log = tmp_path_factory.mktemp(name) / "server.log"
-        out[name] = run_policy(tiny_model, log, flag, window=WINDOW_S, workload=FLOOD,
-                               seen=None if flag else default_view)
+        out[name] = run_policy(tiny_model, log, flag, extra, window=WINDOW_S, workload=FLOOD,
+                               seen=None if flag else views.setdefault(name, {}))
         print(f"\n{name}", json.dumps(out[name].row()))
-    return out, default_view
+    return out, views
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +49,17 @@ def runs(served: Served) -> dict[str, Summary]:
     return served[0]
 
 
-def test_no_policy_flag_runs_dlpm_light(served: Served) -> None:
-    assert served[1]["policy"] == "dlpm_light", served[1]
+@pytest.mark.parametrize("name", ["dlpm_light", "priority"])
+def test_no_policy_flag_runs_dlpm_light(served: Served, name: str) -> None:
+    assert served[1][name]["policy"] == "dlpm_light", served[1][name]
+
+
+def test_with_priority_scheduling_the_default_stays_fair(runs: dict[str, Summary]) -> None:
+    """SGLang's --enable-priority-scheduling keeps dlpm_light (its preemption off), so the light
+    clients keep what the default gives them against FCFS (what the flag once fell back to)."""
+    fcfs, fair = runs["fcfs"], runs["priority"]
+    assert light_done(fair) >= 4, fair.row()
+    assert fair.light_p99 <= 0.8 * fcfs.light_p99, (fair.row(), fcfs.row())
 
 
 def light_done(summary: Summary) -> int:

@@ -9,9 +9,13 @@ minute.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fair_e2e_support import (
@@ -33,6 +37,7 @@ QUANTUM = 256.0
 KEYS = {"heavy": "key-heavy", "medium": "key-medium", "light": "key-light"}
 ADMIN = {"Authorization": "Bearer key-ops"}  # /fairness and /metrics need a --fairness-admins key
 W_E, W_Q = 1.0, 2.0
+SERVED: dict[str, Any] = {}  # the DLPM server's process and tenant file
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +56,9 @@ def dlpm_server(
                     'requests_per_minute = 2\ntokens_per_minute = 100000\n')
     args = ("--schedule-policy", "dlpm", *MAX_RUNNING, "--fair-quantum", str(QUANTUM),
             "--client-keys", str(keys), "--fairness-admins", "ops", "--enable-metrics")
-    with running_server(tiny_model, args, tmp / "server.log") as url:
+    SERVED["keys"] = keys
+    with running_server(tiny_model, args, tmp / "server.log",
+                        started=lambda proc: SERVED.__setitem__("proc", proc)) as url:
         summary = run_scenario(url, Workload(keys=KEYS, admin_key="key-ops"), WINDOW_S)
         print("\nlpm ", json.dumps(lpm.row()), "\ndlpm", json.dumps(summary.row()))
         wait_idle(url, headers=ADMIN)
@@ -98,6 +105,32 @@ def test_a_tenant_over_its_budget_gets_429_and_sees_what_it_used(dlpm_server: tu
         used = get_json(url + "/fairness", headers=budgeted)["budgets"]
     assert 8 <= used["budgeted"]["tokens_used"] < 1000, used
     assert post(url, "/generate", body, auth("light"))[0] == 200  # a tenant without a budget
+
+
+def test_a_key_added_to_the_file_is_served_after_sighup_without_a_restart(
+        dlpm_server: tuple[str, Summary]) -> None:
+    url, _ = dlpm_server
+    late = {"Authorization": "Bearer key-late"}
+    body = {"text": "the reload", "sampling_params": {"max_new_tokens": 4}}
+    assert post(url, "/generate", body, late)[0] == 401
+    held = {"text": "the queue", "sampling_params": {"max_new_tokens": 48, "ignore_eos": True}}
+    with ThreadPoolExecutor(1) as pool:
+        in_flight = pool.submit(post, url, "/generate", held, auth("light"))
+        keys: Path = SERVED["keys"]
+        keys.write_text(keys.read_text() + '[tenants.late]\nkeys = ["key-late"]\nweight = 3\n')
+        os.kill(SERVED["proc"].pid, signal.SIGHUP)
+        deadline, status = time.monotonic() + 10, 401
+        while status == 401 and time.monotonic() < deadline:
+            time.sleep(0.1)
+            status = post(url, "/generate", body, late)[0]
+        assert status == 200
+        assert in_flight.result()[0] == 200  # admitted before the reload, served through it
+    assert SERVED["proc"].poll() is None
+    deadline, rows = time.monotonic() + 10, {}
+    while rows.get("late", {}).get("weight") != 3.0 and time.monotonic() < deadline:
+        time.sleep(0.6)  # the scheduler publishes every half second
+        rows = get_json(url + "/fairness", headers=ADMIN)["clients"]
+    assert rows["late"]["weight"] == 3.0, rows.get("late")
 
 
 def test_missing_or_unknown_key_gets_401(dlpm_server: tuple[str, Summary]) -> None:
@@ -150,3 +183,4 @@ def test_prometheus_has_per_client_figures(dlpm_server: tuple[str, Summary]) -> 
         text = resp.read().decode()
     for figure in ("service", "counter", "waiting", "running", "perceived_service"):
         assert f'sglang_fair:{figure}{{client="heavy"' in text, figure
+    assert 'sglang_fair_tenant_service{tenant="heavy"}' in text  # the bounded series (top K by service)

@@ -20,7 +20,8 @@ def edge_flags(tmp_path: Path) -> list[str]:
     (tmp_path / "token").write_text("t" * 20 + "\n")
     return ["--client-keys", str(tmp_path / "keys"), "--client-header", "X-Tenant", "--client-ttl", "30",
             "--client-max-inflight", "4", "--max-body-bytes", "1000", "--gateway-token-file",
-            str(tmp_path / "token"), "--accept-any-model", "--fairness-admins", "bob"]
+            str(tmp_path / "token"), "--accept-any-model", "--fairness-admins", "bob",
+            "--metrics-top-tenants", "7"]
 
 
 def test_serve_and_the_gateway_build_the_same_edge_from_the_same_flags(tmp_path: Path) -> None:
@@ -32,6 +33,7 @@ def test_serve_and_the_gateway_build_the_same_edge_from_the_same_flags(tmp_path:
     assert gateway.edge.gateway_token.enabled
     assert (gateway.edge.client_header, gateway.edge.client_max_inflight, gateway.edge.max_body_bytes,
             gateway.edge.accept_any_model, gateway.edge.admins()) == ("X-Tenant", 4, 1000, True, {"bob"})
+    assert gateway.edge.metrics_top_tenants == 7
     assert gateway.edge.idle_ttl() == 0.0  # keys bound the clients: nothing expires
     every = {f.name for f in dataclasses.fields(EdgeConfig)} - {"key_table", "gateway_token"}
     assert {n for n in every if f"--{n.replace('_', '-')}" in flags} == every  # the flags cover the edge

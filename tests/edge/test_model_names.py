@@ -19,10 +19,12 @@ from plugin_support import sglang_args
 from sglang_fair.dashboard.status import StatusMiddleware
 from sglang_fair.edge.admins import AdminOnlyMiddleware
 from sglang_fair.edge.bodies import JsonBodyMiddleware
+from sglang_fair.edge.budget_gate import BudgetMiddleware
 from sglang_fair.edge.identity import ClientIdentityMiddleware
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.edge.model_names import ModelNameMiddleware, ModelNames, refusal
 from sglang_fair.edge.trust import PinnedRankMiddleware
+from sglang_fair.metrics.tenant_series import TenantMetricsMiddleware
 from sglang_fair.sglang_plugin import http_hooks
 from sglang_fair.sglang_plugin.config import ENV_CONFIG, FairConfig, build_config
 from sglang_fair.sglang_plugin.router_link import ENV_ROUTER
@@ -145,8 +147,9 @@ def test_serve_checks_after_the_key_and_reads_the_body_once(monkeypatch: pytest.
     keys.write_text("k-alice alice\n")
     fake = installed(monkeypatch, build_config({"client_keys": str(keys)}))
     order = [cls for cls, _ in fake.added]
-    assert order == [ModelNameMiddleware, AdminOnlyMiddleware, ClientIdentityMiddleware, JsonBodyMiddleware,
-                     EdgeLimitsMiddleware, StatusMiddleware]
+    assert order == [ModelNameMiddleware, TenantMetricsMiddleware, BudgetMiddleware, AdminOnlyMiddleware,
+                     ClientIdentityMiddleware, JsonBodyMiddleware, EdgeLimitsMiddleware,
+                     StatusMiddleware]  # budgets: a reload may give them
     unknown = json.dumps({"model": "gpt-4o", "prompt": "a"}).encode()
     sent, _, _ = run(fake.wrap, unknown)
     assert sent[0]["status"] == 401  # the key first, as OpenAI: a stranger learns nothing

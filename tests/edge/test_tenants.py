@@ -26,6 +26,7 @@ tokens_per_minute = 200_000
 
 [tenants.regular]
 keys = ["sk-r"]
+allow_request_priority = true
 
 [tenants.free]
 keys = ["sk-f"]
@@ -46,6 +47,7 @@ def test_a_tenant_file_gives_keys_weights_and_budgets(tmp_path: Path) -> None:
     assert table.weights == {"premium": 4.0, "free": 0.5}
     assert table.budgets == {"premium": Budget(600, 200_000), "free": Budget(0, 20_000)}
     assert table.bands == {"premium": 0, "free": 2}
+    assert table.request_priority == {"regular"}
 
 
 def test_a_key_file_is_a_tenant_file_with_defaults(tmp_path: Path) -> None:
@@ -77,6 +79,7 @@ def test_a_band_in_the_file_and_another_in_the_flag_is_refused(tmp_path: Path) -
     ("[tenants.a]\nkeys = [\"k\"]\nband = \"urgent\"\n", "band must be one of interactive, standard, batch"),
     ("[tenants.a]\nkeys = [\"k\"]\ntokens_per_minute = -1\n", "tokens_per_minute must be a whole number"),
     ("[tenants.a]\nkeys = [\"k\"]\nrequests_per_minute = 1.5\n", "requests_per_minute must be a whole"),
+    ("[tenants.a]\nkeys = [\"k\"]\nallow_request_priority = 1\n", "allow_request_priority must be true or"),
     ("[tenants.a]\nkeys = [\"k\"\n", "not valid TOML"),
     ("[tenant.a]\nkeys = [\"k\"]\n", "expected [tenants.NAME] tables and nothing else (found tenant)"),
 ])

@@ -12,7 +12,7 @@ REFUSED_AFTER_PARSE = {
     "unguarded entrances": ("--schedule-policy", "dlpm", "--tokenizer-worker-num", "2",
                             "--grpc-port", "30001"),
     "unknown policy": ("--schedule-policy", "nope"),
-    "conflicting flag": ("--schedule-policy", "dlpm", "--enable-priority-scheduling"),
+    "conflicting flag": ("--schedule-policy", "dlpm", "--pp-size", "2"),
 }
 
 

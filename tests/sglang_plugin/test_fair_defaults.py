@@ -7,7 +7,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from sglang_fair.sglang_plugin.defaults import DEFAULT_ADMISSION, DEFAULT_ROUTER, with_defaults
+from sglang_fair.sglang_plugin.defaults import (
+    DEFAULT_ADMISSION,
+    DEFAULT_ROUTER,
+    PRIORITY_FLAG,
+    with_defaults,
+)
 from sglang_fair.sglang_plugin.router_launch import ROUTER_METHODS
 
 
@@ -39,13 +44,25 @@ def test_a_chosen_routing_method_is_kept(given: list[str]) -> None:
 @pytest.mark.parametrize(("feature", "named"), [
     ({"enable_lora": True}, "--enable-lora"), ({"pp_size": 2}, "--pp-size > 1"),
     ({"disaggregation_mode": "prefill"}, "--disaggregation-mode"),
-    ({"enable_priority_scheduling": True}, "--enable-priority-scheduling"),
 ])
 def test_an_unsupported_feature_gets_sglangs_default_and_a_notice(
         feature: dict[str, object], named: str) -> None:
     args, notices = with_defaults(["--model-path", "m"], parsed(**feature))
     assert args == ["--model-path", "m"]
     assert len(notices) == 1 and named in notices[0] and "fcfs" in notices[0]
+
+
+@pytest.mark.parametrize("given", [[], ["--schedule-policy", "dlpm"]])
+def test_priority_scheduling_keeps_the_fair_policy(given: list[str]) -> None:
+    """It once turned the fair default off (SGLang's fcfs: SGLang accepts the flag only with fcfs or
+    lof): now the flag is taken off SGLang's arguments and the fair policy orders admission."""
+    args, notices = with_defaults(["--model-path", "m", PRIORITY_FLAG, *given],
+                                  parsed(enable_priority_scheduling=True))
+    assert args == ["--model-path", "m", *(given or ["--schedule-policy", DEFAULT_ADMISSION])]
+    assert len(notices) == 1 and "the fair policy orders admission itself" in notices[0]
+    plain, none = with_defaults([PRIORITY_FLAG, "--schedule-policy", "fcfs"],
+                                parsed(enable_priority_scheduling=True))
+    assert plain == [PRIORITY_FLAG, "--schedule-policy", "fcfs"] and none == []  # SGLang's own policy
 
 
 @pytest.mark.parametrize(("feature", "flags", "named"), [

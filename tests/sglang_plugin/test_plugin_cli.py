@@ -55,7 +55,6 @@ def test_config_travels_through_the_environment(tmp_path: Path) -> None:
         ({"fair_quantum": 100.0}, sglang_args("vtc"), "--fair-quantum applies to --schedule-policy dlpm"),
         ({"client_weights": "a=2"}, sglang_args("fcfs"), "client weights need"),
         ({"fair_client_bands": "a=batch"}, sglang_args("vtc"), "priority bands"),
-        ({}, sglang_args("dlpm", enable_priority_scheduling=True), "--enable-priority-scheduling"),
         ({}, sglang_args("vtc", pp_size=2), "--pp-size > 1"),
         ({}, sglang_args("dlpm", lora_paths=["x"]), "--enable-lora"),
     ],
@@ -65,6 +64,15 @@ def test_conflicting_flags_are_refused(
 ) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         check_combination(build_config(config), server)
+
+
+def test_priority_scheduling_is_served_and_request_priority_needs_bands(tmp_path: Path) -> None:
+    check_combination(build_config({}), sglang_args("dlpm", enable_priority_scheduling=True))
+    (tmp_path / "t.toml").write_text('[tenants.a]\nkeys = ["k"]\nallow_request_priority = true\n')
+    config = build_config({"client_keys": str(tmp_path / "t.toml")})
+    check_combination(config, sglang_args("dlpm_light"))
+    with pytest.raises(ConfigError, match="allow_request_priority"):
+        check_combination(config, sglang_args("vtc"))
 
 
 def test_token_budgets_need_a_policy_that_counts_tokens(tmp_path: Path) -> None:
@@ -96,4 +104,4 @@ def test_conflicting_flag_exits_2_after_sglang_parses(
         refused_after_parse: dict[str, subprocess.CompletedProcess[str]]) -> None:
     done = refused_after_parse["conflicting flag"]
     assert done.returncode == 2
-    assert "does not support --enable-priority-scheduling" in done.stderr
+    assert "does not support --pp-size > 1" in done.stderr

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import json
+import sys
 
 from sglang_fair.core.errors import ConfigError
 
 DEFAULT_BAND = 1  # a client without a band: after band 0 (interactive), before 2 (batch)
 MAX_BAND = 9
 NAMED_BANDS = {"interactive": 0, "standard": DEFAULT_BAND, "batch": 2}
+
+
+def request_band(priority: object, low_values_first: bool = False) -> int | None:
+    """The band of a request's own SGLang ``priority`` (read only for tenants that allow it): 0 is
+    ``standard`` (band 1); each step more urgent in SGLang's order (larger values unless
+    ``--schedule-low-priority-values-first``) is one band earlier, each step less urgent one band later,
+    within [0, :data:`MAX_BAND`]. None: no priority given (SGLang's fill-in, +-``sys.maxsize``, too)."""
+    if isinstance(priority, bool) or not isinstance(priority, int) or abs(priority) >= sys.maxsize:
+        return None
+    urgency = -priority if low_values_first else priority
+    return min(max(DEFAULT_BAND - urgency, 0), MAX_BAND)
 
 
 def parse_bands(text: str) -> dict[str, float]:

@@ -2,11 +2,13 @@
 the policy's own fairness inside each, and an aging guard so that no band starves.
 
 A client's band comes from ``AdmissionConfig.client_bands`` (a tenant file's ``band``: interactive 0,
-standard 1, batch 2; a client without one is in band 1). Each admission step scans band 0's waiting
-requests first, with the policy's credit check and refills over that band's clients only, then band 1's
-with what the budget has left, and so on: a later band is admitted only when the earlier ones have
-nothing more that fits, and two clients of one band keep the policy's bound between them (their refills
-are the policy's, unchanged; the other bands only take budget, as memory pressure does).
+standard 1, batch 2; a client without one is in band 1), or, for a tenant that allows it, from the
+request's own SGLang ``priority`` (``band_names.request_band``, carried as ``req.band``). Each
+admission step scans band 0's waiting requests first, with the policy's credit check and refills over
+that band's clients only, then band 1's with what the budget has left, and so on: a later band is
+admitted only when the earlier ones have nothing more that fits, and two clients of one band keep the
+policy's bound between them (their refills are the policy's, unchanged; the other bands only take
+budget, as memory pressure does).
 
 Aging: a request of a later band that has waited ``aging_s`` seconds of the host's clock (``tick``) is
 scanned with band 0 from then on, by the policy's own fairness among band 0's clients (so a flooding
@@ -31,10 +33,17 @@ class BandClock:
     def __init__(self, client_bands: Mapping[str, float], aging_s: float) -> None:
         self.client_bands, self.aging_s = {c: int(b) for c, b in client_bands.items()}, aging_s
         self.since: dict[Hashable, float] = {}
+        self.per_request = False  # some requests carry their own band (``req.band``, not None)
 
     @property
     def enabled(self) -> bool:
-        return bool(self.client_bands)
+        return bool(self.client_bands) or self.per_request
+
+    def band_of(self, req: WaitingRequest) -> int:
+        """A request's own band (``req.band``: its SGLang priority, where its tenant allows it), else
+        its client's."""
+        own = getattr(req, "band", None)
+        return own if isinstance(own, int) else self.band(req.client)
 
     def band(self, client: str) -> int:
         return self.client_bands.get(client, DEFAULT_BAND)
@@ -44,7 +53,7 @@ class BandClock:
         ``aging_s`` (by ``now``; None: no aging) is in band 0."""
         groups: defaultdict[int, list[R]] = defaultdict(list)
         for req in queue:
-            band = self.band(req.client)
+            band = self.band_of(req)
             if band and now is not None and now - self.since.setdefault(req.rid, now) >= self.aging_s:
                 band = 0
             groups[band].append(req)

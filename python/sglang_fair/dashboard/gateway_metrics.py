@@ -12,6 +12,8 @@ figures are the servers' own ``sglang_fair:*`` gauges: scrape the servers for th
 duties' restarts and whether each runs: ``..._duty_restarts_total`` and ``..._duty_running``
 (``gateway/duties.py``). With ``--workers N``: ``..._processes``, ``..._process_restarts_total`` (the
 same in every process) and ``..._process_index`` (which process answered; the rest are its own).
+Per tenant, bounded: ``sglang_fair_tenant_*`` (``metrics/tenant_series.py``): the top
+``--metrics-top-tenants`` by service over the servers, the rest summed under ``__other__``.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from sglang_fair.dashboard.status import NO_CLIENT, OTHER
 from sglang_fair.gateway.duties import DutyCollector
+from sglang_fair.metrics.tenant_series import TenantCollector
 
 if TYPE_CHECKING:
     from sglang_fair.dashboard.gateway_page import GatewayPage
@@ -78,6 +81,16 @@ class GatewayCollector:
             yield stated
 
 
+def tenant_rows(page: GatewayPage) -> dict[str, dict[str, Any]]:
+    """Per tenant: its figures summed over the servers, and its requests in flight through the gateway."""
+    from sglang_fair.dashboard.gateway_page import merge_rows
+
+    rows = merge_rows(page.answers)
+    for client, n in page.gateway.router.clients.inflight.items():
+        rows.setdefault(client, {})["in_flight"] = n
+    return rows
+
+
 def metrics_text(page: GatewayPage) -> bytes:
     """The Prometheus text exposition of the gateway's metrics (with its background duties')."""
     from prometheus_client import CollectorRegistry, generate_latest
@@ -87,4 +100,6 @@ def metrics_text(page: GatewayPage) -> bytes:
     registry.register(DutyCollector(page.gateway.duties))
     if page.gateway.process is not None:  # one of --workers N
         registry.register(page.gateway.process)
+    top = page.gateway.config.edge.metrics_top_tenants
+    registry.register(TenantCollector(lambda: tenant_rows(page), top))
     return generate_latest(registry)

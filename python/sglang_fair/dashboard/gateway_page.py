@@ -131,8 +131,9 @@ class GatewayPage:
     def allowed(self, headers: Mapping[str, str]) -> set[str] | None:
         """The clients a caller may read (None: all); raises ``Unauthorized`` without a valid key."""
         edge = self.gateway.config.edge
-        client = resolve_client(headers, None, edge.key_table, edge.client_header)
-        if not edge.key_table.enabled or client in edge.admins():
+        keys = self.gateway.tenants.live.table  # the tenant file in force (reloaded)
+        client = resolve_client(headers, None, keys, edge.client_header)
+        if not keys.enabled or client in edge.admins():
             return None
         return {client}
 

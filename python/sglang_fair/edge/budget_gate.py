@@ -22,22 +22,26 @@ SYNC_S = 0.25
 class TokenMeter:
     """Charges a :class:`BudgetBook` with the growth of per-client token totals past the largest seen
     (a total that shrank, e.g. a scheduler's figures missing from one look, is charged only once it
-    grows past it again; the first look is the base of every client)."""
+    grows past it again; the first look is the base of every client, and so is the first look after a
+    reload gave a client its budget)."""
 
     def __init__(self, book: BudgetBook, totals: Callable[[], Mapping[str, int]]) -> None:
         self.book, self.totals = book, totals
         self.seen: dict[str, int] = {}
         self.synced_at: float | None = None
+        self.bounded: set[str] = set()  # the budgeted clients at the last look
 
     def sync(self, now: float) -> None:
         if self.synced_at is not None and now - self.synced_at < SYNC_S:
             return
         first, self.synced_at = self.synced_at is None, now
+        fresh = set(self.book.budgets) - self.bounded  # what came before a budget is not charged
+        self.bounded = set(self.book.budgets)
         for client, total in self.totals().items():
             if client in self.book.budgets:
                 grown = total - self.seen.get(client, 0)
                 self.seen[client] = max(total, self.seen.get(client, 0))
-                if grown > 0 and not first:  # the first look is the base: what came before is not charged
+                if grown > 0 and not first and client not in fresh:
                     self.book.charge(client, now, tokens=grown)
 
 

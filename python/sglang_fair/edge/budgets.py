@@ -86,6 +86,11 @@ class BudgetBook:
         self.budgets = {tenant: b for tenant, b in budgets.items() if b.bounded}
         self.usage: dict[str, Usage] = {}
 
+    def set_budgets(self, budgets: Mapping[str, Budget]) -> None:
+        """Replace the budgets (a reloaded tenant file); what each tenant used in the last minute stays
+        counted against its new budget."""
+        self.budgets = {tenant: b for tenant, b in budgets.items() if b.bounded}
+
     @property
     def enabled(self) -> bool:
         return bool(self.budgets)

@@ -50,6 +50,10 @@ class EdgeConfig:
     accept_any_model: bool = field(default=False, metadata={
         "help": "serve a request whatever its `model` names, as SGLang does (by default a name other "
                 "than the served model name, the model path or `default` gets 404, as from OpenAI)"})
+    metrics_top_tenants: int = field(default=20, metadata={
+        "help": "tenants with their own label in the per-tenant Prometheus series "
+                "(sglang_fair_tenant_*): the K with the most service; the others are summed under "
+                "tenant=\"__other__\""})
     key_table: KeyTable = field(default_factory=KeyTable)
     gateway_token: GatewayToken = field(default_factory=GatewayToken)
 
@@ -59,6 +63,8 @@ class EdgeConfig:
         require(self.client_max_inflight >= 0,
                 f"--client-max-inflight must be >= 0, got {self.client_max_inflight}")
         require(self.max_body_bytes >= 0, f"--max-body-bytes must be >= 0, got {self.max_body_bytes}")
+        require(self.metrics_top_tenants >= 1,
+                f"--metrics-top-tenants must be >= 1, got {self.metrics_top_tenants}")
         admins = self.admins()
         require(not admins or self.key_table.enabled, "--fairness-admins needs --client-keys")
         unknown = sorted(admins - set(self.key_table.clients.values()))

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 from sglang_fair.edge.asgi import ASGIApp, Receive, Scope, Send, headers_of, json_body, scope_state
 from sglang_fair.edge.errors import send_error
 from sglang_fair.edge.keys import KeyTable
+from sglang_fair.edge.reload import LiveTenants, live
 from sglang_fair.edge.trust import is_trusted
 
 DEFAULT_CLIENT = "default"
@@ -79,13 +80,15 @@ class ClientIdentityMiddleware:
 
     ``local_hosts``: addresses besides loopback that SGLang's own warm-up connects from (the server's
     ``--host``), let through without a key (as :data:`WARMUP_CLIENT`) only while ``warmup_open()``;
-    a request from there that names no client in that window is the warm-up too, with or without keys."""
+    a request from there that names no client in that window is the warm-up too, with or without keys.
+    ``keys``: a fixed table, or the :class:`~sglang_fair.edge.reload.LiveTenants` a reload replaces (each
+    request reads the table in force; a reloaded file always has keys, so keyed stays keyed)."""
 
-    def __init__(self, app: ASGIApp, keys: KeyTable, header: str, warmup_open: Callable[[], bool],
-                 local_hosts: frozenset[str] = frozenset()) -> None:
-        self.app, self.keys, self.header, self.warmup_open = app, keys, header, warmup_open
+    def __init__(self, app: ASGIApp, keys: KeyTable | LiveTenants, header: str,
+                 warmup_open: Callable[[], bool], local_hosts: frozenset[str] = frozenset()) -> None:
+        self.app, self.live, self.header, self.warmup_open = app, live(keys), header, warmup_open
         self.local_hosts = LOOPBACK | local_hosts
-        self.open_paths = OPEN_PATHS - CLIENT_LISTING_PATHS if keys.enabled else OPEN_PATHS
+        self.open_paths = OPEN_PATHS - CLIENT_LISTING_PATHS if self.live.table.enabled else OPEN_PATHS
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope.get("type")
@@ -93,14 +96,15 @@ class ClientIdentityMiddleware:
             await self.app(scope, receive, send)
             return
         headers = headers_of(scope)
+        keys = self.live.table
         body_user: object = None
-        if (kind == "http" and not self.keys.enabled and self.header.lower() not in headers
+        if (kind == "http" and not keys.enabled and self.header.lower() not in headers
                 and scope.get("method") == "POST"):
             data, receive = await json_body(scope, receive)
             body_user = data.get("user") if isinstance(data, dict) else None
         warmup = self.warmup_open() and (scope.get("client") or ("", 0))[0] in self.local_hosts
         try:
-            client = resolve_client(headers, body_user, self.keys, self.header, is_trusted(scope))
+            client = resolve_client(headers, body_user, keys, self.header, is_trusted(scope))
         except Unauthorized as err:
             if not warmup:
                 await (_send_401(send, str(err)) if kind == "http" else _refuse_websocket(send))

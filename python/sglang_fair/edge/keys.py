@@ -17,13 +17,15 @@ from sglang_fair.edge.tenants import Tenant, parse_tenants
 
 @dataclass(frozen=True)
 class KeyTable:
-    """Key -> client, client -> weight (clients without a weight get none here), client -> budget and
-    client -> priority band (only a tenant file sets budgets and bands)."""
+    """Key -> client, client -> weight (clients without a weight get none here), client -> budget,
+    client -> priority band and the clients whose requests' own ``priority`` sets their band (only a
+    tenant file sets budgets, bands and that)."""
 
     clients: dict[str, str] = field(default_factory=dict)
     weights: dict[str, float] = field(default_factory=dict)
     budgets: dict[str, Budget] = field(default_factory=dict)
     bands: dict[str, int] = field(default_factory=dict)
+    request_priority: frozenset[str] = frozenset()
 
     @property
     def enabled(self) -> bool:
@@ -87,4 +89,5 @@ def table_of(tenants: list[Tenant]) -> KeyTable:
     clients = {key: t.name for t in tenants for key in t.keys}
     weights = {t.name: t.weight for t in tenants if t.weight is not None}
     return KeyTable(clients, weights, {t.name: t.budget for t in tenants if t.budget.bounded},
-                    {t.name: t.band for t in tenants if t.band is not None})
+                    {t.name: t.band for t in tenants if t.band is not None},
+                    frozenset(t.name for t in tenants if t.allow_request_priority))

@@ -7,6 +7,7 @@
     band = "interactive"              # interactive, standard (default) or batch: strict priority
     requests_per_minute = 600         # 0 or absent: no bound
     tokens_per_minute = 200_000       # input + output tokens
+    allow_request_priority = true     # a request's own `priority` sets its band (default false)
 
     [tenants.free]
     keys = ["sk-free"]
@@ -26,7 +27,8 @@ from sglang_fair.admission.band_names import NAMED_BANDS
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.edge.budgets import Budget
 
-FIELDS = frozenset({"keys", "weight", "band", "requests_per_minute", "tokens_per_minute"})
+FIELDS = frozenset({"keys", "weight", "band", "requests_per_minute", "tokens_per_minute",
+                    "allow_request_priority"})
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class Tenant:
     weight: float | None = None
     band: int | None = None
     budget: Budget = field(default_factory=Budget)
+    allow_request_priority: bool = False  # a request's own SGLang ``priority`` sets its band
 
 
 def _line_of(lines: list[str], name: str) -> int:
@@ -75,8 +78,12 @@ def _tenant(where: str, name: str, table: Any) -> Tenant:
         raise ConfigError(f"{where}: tenant {name!r}: band must be one of {', '.join(NAMED_BANDS)}, "
                           f"got {band!r}")
     budget = Budget(_count(where, table, "requests_per_minute"), _count(where, table, "tokens_per_minute"))
+    allow = table.get("allow_request_priority", False)
+    if not isinstance(allow, bool):
+        raise ConfigError(f"{where}: tenant {name!r}: allow_request_priority must be true or false, "
+                          f"got {allow!r}")
     return Tenant(name, tuple(keys), None if weight is None else float(weight),
-                  None if band is None else NAMED_BANDS[band], budget)
+                  None if band is None else NAMED_BANDS[band], budget, allow)
 
 
 def parse_tenants(lines: list[str], name: str = "<tenants>") -> list[Tenant]:

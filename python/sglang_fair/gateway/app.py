@@ -47,6 +47,7 @@ from sglang_fair.gateway.replication import Replication
 from sglang_fair.gateway.routing import GatewayRouter, Ticket
 from sglang_fair.gateway.servers import WorkerTable
 from sglang_fair.gateway.supervision import Cut, ServerSupervisor
+from sglang_fair.gateway.tenants import GatewayTenants
 from sglang_fair.gateway.upstream import Unreachable, Upstream, UpstreamError, make_session
 from sglang_fair.gateway.usage import output_tokens
 from sglang_fair.gateway.wire import loads
@@ -68,7 +69,9 @@ class Gateway:
         self.listener, self.replication = listener, replication
         self.supervisor = ServerSupervisor(table, router, listener, config.heartbeat_timeout,
                                            config.health_failures)
-        self.intake = Intake(config.edge, None if config.edge.accept_any_model else table.model_names())
+        self.tenants = GatewayTenants(config.edge, router, dict(config.router.cost.client_weights))
+        self.intake = Intake(config.edge, None if config.edge.accept_any_model else table.model_names(),
+                             self.tenants.live)
         self.tokenizer = ServerTokenizer(self.supervisor.servers_in, config.health_timeout, local)
         self.duties = Duties()
         self.upstream: Upstream | None = None  # set at start-up, in the serving event loop
@@ -156,6 +159,8 @@ class Gateway:
             duties.start("liveness", lambda: supervisor.watch_feedback(look_every))
         if self.replication is not None:
             duties.start("replica_link", self.replication.run)
+        if self.tenants.reloader is not None:
+            duties.start("tenants", self.tenants.run)  # reload on SIGHUP and on change (tenants.py)
 
     def state(self) -> dict[str, Any]:
         """What ``/gateway/state`` shows."""

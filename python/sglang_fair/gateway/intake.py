@@ -22,6 +22,7 @@ from sglang_fair.edge.config import EdgeConfig
 from sglang_fair.edge.errors import error_body
 from sglang_fair.edge.identity import SCOPE_KEY, Unauthorized, resolve_client
 from sglang_fair.edge.model_names import NOT_FOUND, ModelNames, refusal
+from sglang_fair.edge.reload import LiveTenants
 from sglang_fair.gateway.wire import parse
 
 
@@ -43,8 +44,10 @@ class Accepted:
 class Intake:
     """The edge's checks on one relayed request (``model_names`` None: any model name passes)."""
 
-    def __init__(self, edge: EdgeConfig, model_names: ModelNames | None) -> None:
+    def __init__(self, edge: EdgeConfig, model_names: ModelNames | None,
+                 tenants: LiveTenants | None = None) -> None:
         self.edge, self.model_names = edge, model_names
+        self.tenants = tenants if tenants is not None else LiveTenants(edge.key_table)  # reloaded
 
     async def accept(self, request: Request, path: str) -> Accepted | JSONResponse:
         """The request's client and body, or the answer refusing it."""
@@ -67,7 +70,7 @@ class Intake:
 
     def client(self, headers: Mapping[str, str], body: dict[str, Any]) -> str:
         """The request's client (``headers`` lower-cased); raises ``Unauthorized``."""
-        return resolve_client(headers, body.get("user"), self.edge.key_table, self.edge.client_header)
+        return resolve_client(headers, body.get("user"), self.tenants.table, self.edge.client_header)
 
     def refusal(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """The 404 body for a model the servers do not serve, else None."""

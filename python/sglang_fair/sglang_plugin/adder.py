@@ -6,8 +6,9 @@ the policy's ``select(waiting, budget)`` over the whole queue, where ``budget.tr
 scheduler loop's own per-request steps (the running-request limit, ``init_next_round_input`` — the
 radix-cache match — and the real ``add_one_req``), then returns OTHER so the loop stops: the adder's
 ``can_run_list`` then holds exactly what the policy admitted, in its order. Not supported with a fair
-policy (refused at start-up): LoRA, hierarchical-cache storage prefetch, priority scheduling, PP,
-disaggregation, diffusion LMs, hybrid Mamba models.
+policy (refused at start-up): LoRA, hierarchical-cache storage prefetch, PP, disaggregation, diffusion
+LMs, hybrid Mamba models. ``--enable-priority-scheduling`` is taken off SGLang's arguments
+(``defaults.py``): the policy, not SGLang's priority sort or preemption, orders admission.
 """
 
 from __future__ import annotations

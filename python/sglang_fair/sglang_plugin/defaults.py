@@ -5,8 +5,15 @@ that sends one request at a time from a flood; ``fcfs`` or ``lpm`` gives back pl
 ``--dp-size N >= 2`` and no ``--load-balance-method`` the global router runs ``fair_cache_aware``
 (SGLang's cache-aware routing with per-client credit placing new work). A user who chose no policy but
 turned on an SGLang feature the fair policies do not serve (LoRA, pipeline parallelism,
-disaggregation, priority scheduling, ...) gets SGLang's own default and one notice saying why; a fair
-policy chosen explicitly with such a feature stays an error (``launcher.check_combination``).
+disaggregation, ...) gets SGLang's own default and one notice saying why; a fair policy chosen
+explicitly with such a feature stays an error (``launcher.check_combination``).
+
+SGLang's ``--enable-priority-scheduling`` keeps the fair default (it once turned it back to ``fcfs``:
+SGLang 0.5.23 accepts the flag only with ``fcfs`` or ``lof``): with a fair policy the flag is taken off
+SGLang's arguments, with a notice, and the fair policy orders admission itself (a request's
+``priority`` reaches the scheduler without the flag and is its band for a tenant with
+``allow_request_priority``, docs/tenants.md); SGLang's priority sort and its priority preemption, which
+would evict running requests past the policy, do not run.
 """
 
 from __future__ import annotations
@@ -14,16 +21,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sglang_fair.sglang_plugin.config import FAIR_POLICIES
 from sglang_fair.sglang_plugin.router_launch import (
     KV_FLAG,
     LB_FLAG,
     ROUTER_OFF,
     Feature,
     find_flag,
+    flag_value,
     router_unsupported,
 )
 
 POLICY_FLAG = "--schedule-policy"
+PRIORITY_FLAG = "--enable-priority-scheduling"
 DEFAULT_ADMISSION = "dlpm_light"
 DEFAULT_ROUTER = "fair_cache_aware"
 
@@ -34,7 +44,6 @@ ADMISSION_OFF = (
     Feature("--pp-size > 1", lambda a: (getattr(a, "pp_size", 1) or 1) > 1, "pipeline parallelism"),
     Feature("--disaggregation-mode", lambda a: getattr(a, "disaggregation_mode", "null") != "null",
             "prefill/decode disaggregation"),
-    Feature("--enable-priority-scheduling", lambda a: bool(getattr(a, "enable_priority_scheduling", False))),
     Feature("--hicache-storage-backend", lambda a: bool(getattr(a, "hicache_storage_backend", None))),
     Feature("--dllm-algorithm", lambda a: bool(getattr(a, "dllm_algorithm", None)), "diffusion LMs"),
 )
@@ -71,6 +80,12 @@ def with_defaults(args: Sequence[str], server_args: Any) -> tuple[list[str], lis
                            f"{getattr(server_args, 'schedule_policy', 'fcfs')}")
         else:
             out += [POLICY_FLAG, DEFAULT_ADMISSION]
+    policy = flag_value(out, POLICY_FLAG)
+    if policy in FAIR_POLICIES and getattr(server_args, "enable_priority_scheduling", False):
+        out = [a for a in out if a != PRIORITY_FLAG]
+        notices.append(f"sglang-fair: {PRIORITY_FLAG} with {POLICY_FLAG} {policy}: the fair policy orders "
+                       f"admission itself (a request's priority is its band where its tenant allows it, "
+                       f"docs/tenants.md); SGLang's priority sort and preemption do not run")
     if find_flag(args, LB_FLAG) is None and (getattr(server_args, "dp_size", 1) or 1) >= 2:
         bad = router_unsupported(server_args)
         if find_flag(args, KV_FLAG) is not None:

@@ -18,8 +18,10 @@ from sglang_fair.edge.identity import PROBE_CLIENT, ClientIdentityMiddleware, cl
 from sglang_fair.edge.inflight import ClientInflightMiddleware
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.edge.model_names import ModelNameMiddleware, ModelNames
+from sglang_fair.edge.reload import LiveTenants
 from sglang_fair.edge.trust import PinnedRankMiddleware, is_trusted
 from sglang_fair.links.feedback_hub import ADVERT_PATH, FeedbackConfig, advert
+from sglang_fair.metrics.tenant_series import TenantMetricsMiddleware
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig, config_from_env
 from sglang_fair.sglang_plugin.fairness_page import install as install_page
 from sglang_fair.sglang_plugin.fairness_page import page_for_server
@@ -28,6 +30,7 @@ from sglang_fair.sglang_plugin.ready import ready_line
 from sglang_fair.sglang_plugin.request_slo import carry, with_request_slo
 from sglang_fair.sglang_plugin.router_link import link_from_env
 from sglang_fair.sglang_plugin.router_view import ROUTER_PATH, make_router_endpoint
+from sglang_fair.sglang_plugin.tenant_reload import start_edge_reload
 
 logger = logging.getLogger("sglang_fair")
 MAX_SAMPLES = 128  # OpenAI's own bound on ``n``
@@ -155,6 +158,8 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     router = link is not None
     check_edge(server_args, config, router)
     meter = TokenMeter(BudgetBook(config.edge.key_table.budgets), token_totals)
+    tenants = LiveTenants(config.edge.key_table)
+    reloadable = start_edge_reload(config, tenants, meter.book, policy, router) is not None
     app.add_route("/fairness", make_fairness_endpoint(config, meter), methods=["GET"])
     app.add_route(ROUTER_PATH, make_router_endpoint(link), methods=["GET"])
     if config.feedback.enabled:
@@ -163,15 +168,17 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     edge = config.edge
     if not edge.accept_any_model:
         app.add_middleware(ModelNameMiddleware, names=served_names)  # innermost: after identity
+    app.add_middleware(TenantMetricsMiddleware, rows=lambda: read_all(state_dir())["clients"],
+                       k=edge.metrics_top_tenants)  # inside the admins' check of /metrics
     if identity_needed(policy, config, router):
         if edge.client_max_inflight > 0:
             app.add_middleware(ClientInflightMiddleware, max_inflight=edge.client_max_inflight)
-        if meter.book.enabled:
+        if meter.book.enabled or reloadable:  # a reload may give budgets
             app.add_middleware(BudgetMiddleware, book=meter.book, meter=meter)
         if edge.key_table.enabled:
             app.add_middleware(AdminOnlyMiddleware, admins=config.admins())
         app.add_middleware(
-            ClientIdentityMiddleware, keys=edge.key_table, header=edge.client_header,
+            ClientIdentityMiddleware, keys=tenants, header=edge.client_header,
             warmup_open=warmup_open, local_hosts=resolve_hosts(getattr(server_args, "host", None)),
         )
         logger.info("sglang-fair: client identity (%s) installed",

@@ -59,8 +59,9 @@ def check_combination(config: FairConfig, server_args: Any) -> None:
     if any(b.tokens_per_minute for b in config.edge.key_table.budgets.values()) and not fair:
         raise ConfigError(f"tokens_per_minute budgets need --schedule-policy dlpm, dlpm_light or vtc (its "
                           f"schedulers count each tenant's tokens; got {policy})")
-    if config.bands() and not keeps_bands(policy):
-        raise ConfigError(f"priority bands (--fair-client-bands, a tenant's band) need --schedule-policy "
+    if (config.bands() or config.edge.key_table.request_priority) and not keeps_bands(policy):
+        raise ConfigError(f"priority bands (--fair-client-bands, a tenant's band or "
+                          f"allow_request_priority) need --schedule-policy "
                           f"dlpm or dlpm_light (got {policy})")
     if config.edge.key_table.enabled and getattr(server_args, "api_key", None):
         raise ConfigError("--client-keys and SGLang's --api-key are two key schemes: use one")

@@ -7,6 +7,7 @@ behaviour untouched unless the scheduler's ``--schedule-policy`` is one of :data
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from sglang_fair.admission import make_admission_policy
@@ -16,12 +17,15 @@ from sglang_fair.sglang_plugin.config import FAIR_POLICIES, config_from_env
 from sglang_fair.sglang_plugin.match_index import INDEX_ATTR
 from sglang_fair.sglang_plugin.pab_report import report_prefill_budget
 from sglang_fair.sglang_plugin.publish import Publisher, state_dir
+from sglang_fair.sglang_plugin.router_link import link_from_env
 from sglang_fair.sglang_plugin.state import FairState
+from sglang_fair.sglang_plugin.tenant_reload import allow_request_priority, scheduler_reloader
 from sglang_fair.sglang_plugin.worker_hooks import report_load
 
 logger = logging.getLogger("sglang_fair")
 STATE_ATTR = "_sglang_fair_state"
 BUDGET_ATTR = "_sglang_fair_chunk_sizer"
+RELOAD_ATTR = "_sglang_fair_tenant_reloader"
 
 
 def state_of(schedule_policy: Any) -> FairState | None:
@@ -38,7 +42,11 @@ def validate_policy(original: Any, self: Any, policy: str, tree_cache: Any) -> A
         return original(self, policy, tree_cache)
     config = config_from_env()
     admission = make_admission_policy(config.for_policy(policy))
-    setattr(self, STATE_ATTR, FairState(admission, client_ttl=config.edge.idle_ttl()))
+    state = FairState(admission, client_ttl=config.edge.idle_ttl())
+    allow_request_priority(state, config.edge.key_table.request_priority)
+    setattr(self, STATE_ATTR, state)
+    setattr(self, RELOAD_ATTR, scheduler_reloader(config, policy, admission, link_from_env() is not None,
+                                                  state))
     cost = admission.cost
     logger.info("sglang-fair: %s admission (Q^u=%s, w_e=%s, w_q=%s, weights=%s)", policy,
                 admission.quantum, cost.w_e, cost.w_q, dict(cost.client_weights))
@@ -57,6 +65,9 @@ def calc_priority(original: Any, self: Any, waiting_queue: list[Any], *args: Any
     state = state_of(self)
     if state is None:
         return original(self, waiting_queue, *args, **kwargs)
+    reloader = getattr(self, RELOAD_ATTR, None)
+    if reloader is not None:
+        reloader.poll(time.monotonic())  # the tenant file's weights and bands (tenant_reload.py)
     state.sync(waiting_queue)
     if cache_ordered(state, self.tree_cache):
         state.match(self.tree_cache)
@@ -128,6 +139,7 @@ def add_request_to_queue(_result: Any, self: Any, req: Any, *args: Any, **kwargs
     """AFTER ``Scheduler._add_request_to_queue``: arrival, or return of a retracted request."""
     state = state_of(self.policy)
     if state is not None and self.waiting_queue and self.waiting_queue[-1] is req:
+        state.low_first = bool(getattr(self, "schedule_low_priority_values_first", False))
         state.arrive(req)
 
 

@@ -34,6 +34,7 @@ from operator import attrgetter
 from typing import Any
 
 from sglang_fair.admission import AdmissionPolicy, Budget
+from sglang_fair.admission.band_names import request_band
 from sglang_fair.admission.lpm import LpmQueue
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.idle_clients import IdleClients
@@ -49,9 +50,9 @@ _RID = attrgetter("rid")
 class ReqAdapter:
     """A SGLang ``Req`` seen as the core's ``WaitingRequest`` (``cached_len`` is read live)."""
 
-    __slots__ = ("admitted", "arrival", "client", "input_len", "out_seen", "req", "rid", "status")
+    __slots__ = ("admitted", "arrival", "band", "client", "input_len", "out_seen", "req", "rid", "status")
 
-    def __init__(self, req: Any, arrival: float) -> None:
+    def __init__(self, req: Any, arrival: float, band: int | None = None) -> None:
         self.req = req
         self.rid: Hashable = req.rid
         self.client: str = client_of(req)
@@ -60,6 +61,7 @@ class ReqAdapter:
         self.status = WAITING
         self.out_seen = len(req.output_ids)
         self.admitted = False
+        self.band = band  # its own priority band (bands.py), where its tenant allows request priority
 
     @property
     def cached_len(self) -> int:
@@ -110,6 +112,8 @@ class FairState:
         self._matched_tree: Any = None
         self._steps = 0
         self._synced: tuple[int, int, int] | None = None  # (list id, length, version) this step
+        self.priority_clients: frozenset[str] = frozenset()  # their requests' `priority` is their band
+        self.low_first = False  # SGLang's --schedule-low-priority-values-first
 
     # ---- queue events --------------------------------------------------------------------------
     def arrive(self, req: Any) -> None:
@@ -122,7 +126,9 @@ class FairState:
             self.policy.on_retract(ad)
         else:
             self._seq += 1
-            ad = ReqAdapter(req, float(self._seq))
+            own = self.priority_clients and client_of(req) in self.priority_clients
+            ad = ReqAdapter(req, float(self._seq),
+                            request_band(getattr(req, "priority", None), self.low_first) if own else None)
             self.policy.on_arrival(ad)
         ad.status = WAITING
         self._touch(ad.client)
