@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The default pair against SGLang's cache-aware router, D²LPM and VTC: docs/fair_router.md.
+"""The default pair against SGLang's cache-aware router, D²LPM and VTC: docs/design/fair_router.md.
 
 A command line of :mod:`sglang_fair.experiments.fair_router` (``--help``).
 """

@@ -4,7 +4,7 @@
     python -m sglang_fair.sim.fit --relative steps.csv > model.json             # here
 
 No SGLang and no checkpoint: SGLang's GPU kernels (sgl-kernel, FlashInfer) do not travel to the lent
-machines (docs/fidelity.md). The model is the named architecture with random bf16 weights, run as SGLang
+machines (docs/evidence/fidelity.md). The model is the named architecture with random bf16 weights, run as SGLang
 runs a step: a packed batch of new tokens through every layer (RMSNorm, fused QKV, rotary, attention over
 the KV cache, output projection, fused gate/up, SiLU, down), then the LM head and a greedy pick for each
 request's last token only. Attention is PyTorch's scaled_dot_product_attention (FlashAttention-2 on
@@ -13,7 +13,7 @@ alone: SGLang replays decode steps from graphs too, and launches a prefill step'
 while the GPU runs them (--eager measures this script's own launches, slower than SGLang's). One K/V
 buffer serves every layer (the bytes read per layer are the same; the buffers are far larger than L2).
 What this leaves out: the scheduler's CPU work between steps, sampling beyond greedy, and FlashInfer's
-paged-KV gathers; docs/fidelity.md says what that means for the preset.
+paged-KV gathers; docs/evidence/fidelity.md says what that means for the preset.
 
 Prints ``requests,new_tokens,context_tokens,attention_pairs,seconds,prefill,prefix_pairs`` rows, the
 median of --repeats timed runs after --warmup runs; progress goes to stderr.

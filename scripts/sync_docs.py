@@ -1,4 +1,4 @@
-"""Rewrite the generated blocks of README.md and docs/serving.md from the code they describe.
+"""Rewrite the generated blocks of README.md and docs/guides/serve.md from the code they describe.
 
 A block sits between ``<!-- generated: NAME -->`` and ``<!-- end generated: NAME -->``; its text comes
 from one source, the same that ``sglang-fair serve --help`` prints:
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = ("README.md", "docs/serving.md")
+FILES = ("README.md", "docs/guides/serve.md")
 
 
 def fair_defaults() -> str:

@@ -260,8 +260,8 @@ def mounts(compose: dict[str, Any], name: str) -> dict[str, str]:
 
 
 def test_the_deploy_guide_shows_the_files_that_run_and_every_gateway_metric() -> None:
-    doc = (DOCKER.parent / "docs" / "deploy.md").read_text()
-    assert f"```haproxy\n{HAPROXY_CFG.read_text()}```" in doc  # the lines docs/deploy.md shows are run
+    doc = (DOCKER.parent / "docs" / "guides" / "deploy.md").read_text()
+    assert f"```haproxy\n{HAPROXY_CFG.read_text()}```" in doc  # the lines docs/guides/deploy.md shows are run
     assert f"```yaml\n{(DOCKER / 'prometheus' / 'alerts.yml').read_text()}```" in doc
     named = set(re.findall(r"sglang_fair_gateway_\w+", doc))
     exported = {n for n in exported_names() if n.startswith("sglang_fair_gateway_")}

@@ -1,4 +1,4 @@
-"""docs/deploy.md names only figures that exist: every ``sglang_fair:*`` gauge, every router metric and
+"""docs/guides/deploy.md names only figures that exist: every ``sglang_fair:*`` gauge, every router metric and
 ``/state`` key and every ``/fairness`` figure it mentions (alerts included) is produced by the code."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sglang_fair.sglang_plugin.client_gauges import FIGURES
 from sglang_fair_router.http import prometheus_text
 from sglang_fair_router.state import RouterState
 
-DOC = (ROOT / "docs" / "deploy.md").read_text()
+DOC = (ROOT / "docs" / "guides" / "deploy.md").read_text()
 
 
 def router_snapshot() -> dict[str, Any]:

@@ -1,5 +1,5 @@
-"""README.md, docs/serving.md and ``serve --help`` give one list of what turns the fair defaults off,
-and docs/serving.md the ``--batch-*`` flags as ``serve --help`` has them: the docs' blocks are generated
+"""README.md, docs/guides/serve.md and ``serve --help`` give one list of what turns the fair defaults off,
+and docs/guides/serve.md the ``--batch-*`` flags as ``serve --help`` has them: the docs' blocks are generated
 (``scripts/sync_docs.py``) and must match the code."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def test_the_docs_blocks_are_what_the_code_generates() -> None:
     for name in docs.FILES:
         text = (ROOT / name).read_text()
         assert docs.synced(text) == text, f"{name}: run .venv/bin/python scripts/sync_docs.py"
-    readme, serving = (" ".join((ROOT / n).read_text().split()) for n in ("README.md", "docs/serving.md"))
+    readme, serving = (" ".join((ROOT / n).read_text().split()) for n in ("README.md", "docs/guides/serve.md"))
     summary = defaults_summary(markdown=True)
     assert summary in readme and summary in serving
     assert "| `--batch-ttft` |" in serving and "003:" not in serving
