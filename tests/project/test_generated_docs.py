@@ -1,6 +1,7 @@
 """README.md, docs/guides/serve.md and ``serve --help`` give one list of what turns the fair defaults off,
-and docs/guides/serve.md the ``--batch-*`` flags as ``serve --help`` has them: the docs' blocks are generated
-(``scripts/sync_docs.py``) and must match the code."""
+docs/guides/serve.md the ``--batch-*`` flags as ``serve --help`` has them, and docs/reference/flags.md every
+flag of serve, gateway, router, sim and keys: the docs' blocks are generated (``scripts/sync_docs.py``) and
+must match the code."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType, SimpleNamespace
+
+import pytest
 
 from sglang_fair.sglang_plugin.cli import EPILOG
 from sglang_fair.sglang_plugin.defaults import ADMISSION_OFF, defaults_summary, fair_unsupported
@@ -55,3 +58,31 @@ def test_serve_help_lists_every_feature_the_checks_test() -> None:
     flat = " ".join(EPILOG.split())
     assert all(name in flat for name in found) and "--kv-events-config" in flat
     assert fair_unsupported(SimpleNamespace()) == [] and router_unsupported(SimpleNamespace()) == []
+
+
+def test_the_flags_reference_lists_every_flag_of_every_command() -> None:
+    docs = sync_docs()
+    text = (ROOT / "docs" / "reference" / "flags.md").read_text()
+    for name in docs.COMMANDS:
+        block = text.split(f"<!-- generated: flags-{name} ")[1].split(f"<!-- end generated: flags-{name} -->")[0]
+        options = [o for a in docs.command_parser(name)._actions for o in a.option_strings if o not in ("-h", "--help")]
+        assert options and all(f"`{o}`" in block for o in options), name
+    assert "| `--fair-quantum` | `0.0` | Q^u in service units" in text  # default and help in their columns
+    assert "| `--router-policy` |" in text.split("flags-gateway")[1] and "`--workload`" in text.split("flags-sim")[1]
+
+
+@pytest.mark.parametrize("change", ["a flag added", "a help changed"])
+def test_the_check_fails_when_a_flag_changes_without_regenerating(
+        change: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = sync_docs()
+    assert docs.main(["--check"]) == 0
+    parser = docs.command_parser.__wrapped__("gateway")  # a parser of its own, not the cached one
+    if change == "a flag added":
+        parser.add_argument("--new-knob", type=int, default=3, help="a knob nobody documented")
+    else:
+        action = next(a for a in parser._actions if "--peer-timeout" in a.option_strings)
+        action.help = "reworded: " + str(action.help)
+    real = docs.command_parser
+    monkeypatch.setattr(docs, "command_parser", lambda name: parser if name == "gateway" else real(name))
+    assert docs.main(["--check"]) == 1
+    assert "docs/reference/flags.md" in capsys.readouterr().err
