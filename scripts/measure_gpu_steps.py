@@ -4,9 +4,9 @@
     python -m sglang_fair.sim.fit --relative steps.csv > model.json             # here
 
 No SGLang and no checkpoint: SGLang's GPU kernels (sgl-kernel, FlashInfer) do not travel to the lent
-machines (docs/evidence/fidelity.md). The model is the named architecture with random bf16 weights, run as SGLang
-runs a step: a packed batch of new tokens through every layer (RMSNorm, fused QKV, rotary, attention over
-the KV cache, output projection, fused gate/up, SiLU, down), then the LM head and a greedy pick for each
+machines (docs/evidence/fidelity.md). The model is the named architecture with random bf16 weights, run as
+SGLang runs a step: a packed batch of new tokens through every layer (RMSNorm, fused QKV, rotary, attention
+over the KV cache, output projection, fused gate/up, SiLU, down), then the LM head and a greedy pick for each
 request's last token only. Attention is PyTorch's scaled_dot_product_attention (FlashAttention-2 on
 Hopper) with grouped KV heads. Every step is replayed from a CUDA graph, so the times are the GPU's
 alone: SGLang replays decode steps from graphs too, and launches a prefill step's kernels from the CPU

@@ -26,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FILES = ("README.md", "docs/guides/serve.md", "docs/reference/flags.md")
-COMMANDS = ("serve", "gateway", "router", "sim", "keys")  # the flags-COMMAND blocks of docs/reference/flags.md
+COMMANDS = ("serve", "gateway", "router", "sim", "keys")  # docs/reference/flags.md's flags-COMMAND blocks
 
 
 def fair_defaults() -> str:

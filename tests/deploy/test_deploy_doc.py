@@ -1,6 +1,6 @@
-"""docs/guides/deploy.md and the figures' reference it links (docs/reference/metrics.md) name only figures that
-exist: every ``sglang_fair:*`` gauge, every router metric and ``/state`` key and every ``/fairness`` figure they
-mention (alerts included) is produced by the code."""
+"""docs/guides/deploy.md and the figures' reference it links (docs/reference/metrics.md) name only figures
+that exist: every ``sglang_fair:*`` gauge, every router metric and ``/state`` key and every ``/fairness``
+figure they mention (alerts included) is produced by the code."""
 
 from __future__ import annotations
 

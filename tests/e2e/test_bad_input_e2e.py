@@ -59,7 +59,7 @@ def trust(tmp: Path) -> tuple[str, ...]:
 
 @pytest.fixture(scope="module")
 def url(tiny_model: Path, tmp: Path, trust: tuple[str, ...]) -> Iterator[str]:
-    feedback = ("--feedback-port", str(free_port()))  # on loopback: no CurveZMQ keys (docs/guides/gateway.md's recipe)
+    feedback = ("--feedback-port", str(free_port()))  # loopback: no CurveZMQ keys (docs/guides/gateway.md)
     with running_server(tiny_model, (*SERVER_ARGS, *trust, *feedback), tmp / "server.log") as base:
         yield base
 

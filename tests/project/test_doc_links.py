@@ -1,6 +1,6 @@
 """Every relative link in README.md, router/README.md, results/README.md and docs/**/*.md (every
-folder) resolves: the file exists and, for a link with #anchor into a Markdown file, the anchor is one of that file's
-headings (GitHub's slugs)."""
+folder) resolves: the file exists and, for a link with #anchor into a Markdown file, the anchor is one of
+that file's headings (GitHub's slugs)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,8 @@ def test_the_docs_blocks_are_what_the_code_generates() -> None:
     for name in docs.FILES:
         text = (ROOT / name).read_text()
         assert docs.synced(text) == text, f"{name}: run .venv/bin/python scripts/sync_docs.py"
-    readme, serving = (" ".join((ROOT / n).read_text().split()) for n in ("README.md", "docs/guides/serve.md"))
+    readme, serving = (" ".join((ROOT / n).read_text().split())
+                       for n in ("README.md", "docs/guides/serve.md"))
     summary = defaults_summary(markdown=True)
     assert summary in readme and summary in serving
     assert "| `--batch-ttft` |" in serving and "003:" not in serving
@@ -64,11 +65,13 @@ def test_the_flags_reference_lists_every_flag_of_every_command() -> None:
     docs = sync_docs()
     text = (ROOT / "docs" / "reference" / "flags.md").read_text()
     for name in docs.COMMANDS:
-        block = text.split(f"<!-- generated: flags-{name} ")[1].split(f"<!-- end generated: flags-{name} -->")[0]
-        options = [o for a in docs.command_parser(name)._actions for o in a.option_strings if o not in ("-h", "--help")]
+        block = text.split(f"<!-- generated: flags-{name} ")[1].split(f"<!-- end generated: flags-{name} ")[0]
+        actions = docs.command_parser(name)._actions
+        options = [o for a in actions for o in a.option_strings if o not in ("-h", "--help")]
         assert options and all(f"`{o}`" in block for o in options), name
     assert "| `--fair-quantum` | `0.0` | Q^u in service units" in text  # default and help in their columns
-    assert "| `--router-policy` |" in text.split("flags-gateway")[1] and "`--workload`" in text.split("flags-sim")[1]
+    assert "| `--router-policy` |" in text.split("flags-gateway")[1]
+    assert "`--workload`" in text.split("flags-sim")[1]
 
 
 @pytest.mark.parametrize("change", ["a flag added", "a help changed"])

@@ -33,7 +33,8 @@ CELLS = [(wl, sc, dp, ld) for wl in ("tot", "judge", "qa") for sc in ("s1", "s2"
          for ld in ("near", "above")]
 ARENA = [("arena", "s1", 4, ld) for ld in ("below", "near", "above")]
 CANDIDATES = (OURS, ("cache_aware", "dlpm_light"), D2, ("d2lpm_guarded", "dlpm"), ("preble", "preble"))
-WELL_BEHAVED = {"arena": ("c0", "c1")}  # as docs/evidence/results.md: c2, c3 misbehave in the arena; c0 elsewhere
+# as docs/evidence/results.md: c2, c3 misbehave in the arena; c0 elsewhere
+WELL_BEHAVED = {"arena": ("c0", "c1")}
 
 
 def load_runs(path: Path) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
