@@ -16,12 +16,12 @@
 #   fleet-up     compose --profile fleet-cpu up (compose.yaml alone, the keys of docker/keys.example.txt, a
 #                generated gateway token): both servers healthy (started together), then both gateways healthy,
 #                HAProxy in front of them; with --profile monitoring, Prometheus (the admin's key to scrape)
-#   probe        scripts/docker_probe.py at server A: chat 200 with a key, 401 with a wrong or no key,
+#   probe        lab docker-probe at server A: chat 200 with a key, 401 with a wrong or no key,
 #                /fairness, /metrics
-#   fleet-probe  scripts/fleet_probe.py: a keyed chat through the gateway 200, a wrong key 401, a pinned
+#   fleet-probe  lab fleet-probe: a keyed chat through the gateway 200, a wrong key 401, a pinned
 #                routed_dp_rank straight to each server 403 (no token), /gateway/state: both servers'
 #                workers, requests routed to each, every worker's heartbeats over the CurveZMQ feedback ports
-#   monitoring   promtool accepts the configuration in the Prometheus container; scripts/monitoring_probe.py:
+#   monitoring   promtool accepts the configuration in the Prometheus container; lab monitoring-probe:
 #                every target (2 servers, 2 gateways, HAProxy) scraped and up; chats through HAProxy 200 and the
 #                client's series move (its service at the servers, its answers at the gateways); every query of
 #                the Grafana dashboard valid, each with data (the router's panels: valid; no router here)
@@ -97,13 +97,16 @@ compose() {  # the cpu profile's build as this check runs it (docker/compose.che
 plain() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile cpu "$@"; }  # as users run it
 fleet() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile fleet-cpu "$@"; }  # as users run it
 monitored() { fleet --profile monitoring "$@"; }  # the fleet with Prometheus beside it
-monitoring_probe() {  # scripts/monitoring_probe.py against the published Prometheus
-  python3 "$ROOT/scripts/monitoring_probe.py" --prometheus "http://$PROMETHEUS_PORT" "$@" | sed 's/^/docker_check: monitoring: /'
+lab() {  # sglang-fair's probes (`sglang-fair lab NAME`), standard library only: any python3 on the host
+  PYTHONPATH="$ROOT/python" python3 -m sglang_fair.lab "$@"
+}
+monitoring_probe() {  # lab monitoring-probe against the published Prometheus
+  lab monitoring-probe --prometheus "http://$PROMETHEUS_PORT" "$@" | sed 's/^/docker_check: monitoring: /'
   [[ "${PIPESTATUS[0]}" == 0 ]] || die "monitoring did not show what an operator expects (above)"
 }
-fleet_probe_at() {  # scripts/fleet_probe.py against one gateway (its published port, its container)
+fleet_probe_at() {  # lab fleet-probe against one gateway (its published port, its container)
   local port="$1" container="$2"; shift 2
-  python3 "$ROOT/scripts/fleet_probe.py" --gateway "http://$port" --key "$KEY" \
+  lab fleet-probe --gateway "http://$port" --key "$KEY" \
     --servers "http://$FLEET_PORT_A,http://$FLEET_PORT_B" "$@" | sed 's/^/docker_check: fleet: /'
   [[ "${PIPESTATUS[0]}" == 0 ]] && return
   docker logs "$container" >"$WORK/gateway.log" 2>&1 || true
@@ -117,7 +120,7 @@ service_container() {  # the container of a fleet-cpu service
   echo "$id"
 }
 probe() {
-  python3 "$ROOT/scripts/docker_probe.py" --base-url "http://$PORT" "$@" | sed 's/^/docker_check: probe: /'
+  lab docker-probe --base-url "http://$PORT" "$@" | sed 's/^/docker_check: probe: /'
   [[ "${PIPESTATUS[0]}" == 0 ]] || die "the server did not answer as a user expects (above)"
 }
 down_and_check() {  # compose down (with the given compose function), then nothing of the project is left

@@ -26,6 +26,7 @@ COMMAND_MODULES = (
     "sglang_fair.loadtest.cli",
     "sglang_fair.gateway.cli",
     "sglang_fair.sglang_plugin.cli",
+    "sglang_fair.lab.cli",
     "sglang_fair_router.cli",
     "sglang_fair_router.speed",
 )

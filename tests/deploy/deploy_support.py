@@ -4,7 +4,6 @@ from exactly those files, and a clean interpreter that sees only that wheel and 
 from __future__ import annotations
 
 import importlib.metadata as md
-import importlib.util
 import json
 import re
 import shlex
@@ -14,10 +13,8 @@ import sys
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = ROOT / "scripts"
 DOCKER = ROOT / "docker"
 DOCKERFILES = sorted(DOCKER.glob("Dockerfile*"))
 
@@ -201,17 +198,3 @@ def clean_env(wheel: Path, tmp: Path) -> CleanEnv:
         link_distribution(name, deps, seen)
     return CleanEnv(site, deps)
 
-
-def load_script(name: str) -> ModuleType:
-    """``scripts/NAME.py`` as a module (registered, so its dataclasses find it), importing its
-    neighbours as when run from ``scripts/``."""
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(SCRIPTS))

@@ -1,7 +1,8 @@
-"""The parts of scripts/docker_check.sh that run without a Docker engine: its probe against a stand-in
-server that behaves (passes) and against servers that each get one thing wrong (the probe must fail and
-name that check); the probe's gauge list against the plugin's; the SGLang stand-in image's pins against
-scripts/install_sglang_cpu.sh. The compose override is checked with the compose file (test_compose.py)."""
+"""The parts of scripts/docker_check.sh that run without a Docker engine: its probe (``lab docker-probe``)
+against a stand-in server that behaves (passes) and against servers that each get one thing wrong (the
+probe must fail and name that check); the probe's gauge list against the plugin's; the SGLang stand-in
+image's pins against scripts/install_sglang_cpu.sh. The compose override is checked with the compose file
+(test_compose.py)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,14 @@ from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import pytest
-from deploy_support import ROOT, load_script
+from deploy_support import ROOT
 from stand_in import StandIn, stand_ins
 
+from sglang_fair.lab import docker_probe as probe
 from sglang_fair.sglang_plugin.client_gauges import FIGURES
 
 KEYS = {"sk-a": "team-a", "sk-b": "team-b"}
 ADMINS = {"team-a"}
-
-
-probe = load_script("docker_probe")
 
 
 class FakeServer(StandIn):

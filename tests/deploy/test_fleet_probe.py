@@ -1,6 +1,6 @@
-"""scripts/fleet_probe.py (docker_check.sh's fleet steps) without an engine: against a stand-in gateway and
-two stand-in servers that behave (it passes) and that each get one thing wrong (it must fail and name
-that check); and docker_check.sh's header lists exactly the steps it runs, in order."""
+"""``sglang-fair lab fleet-probe`` (docker_check.sh's fleet steps) without an engine: against a stand-in
+gateway and two stand-in servers that behave (it passes) and that each get one thing wrong (it must fail
+and name that check); and docker_check.sh's header lists exactly the steps it runs, in order."""
 
 from __future__ import annotations
 
@@ -12,12 +12,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-from deploy_support import ROOT, load_script
+from deploy_support import ROOT
+
+from sglang_fair.lab import fleet_probe
 
 SERVERS = ("http://sglang-fair-cpu-a:30000", "http://sglang-fair-cpu-b:30000")  # as the gateway names them
-
-
-fleet_probe = load_script("fleet_probe")  # it imports docker_probe, as when run from scripts/
 
 
 class Handler(BaseHTTPRequestHandler):

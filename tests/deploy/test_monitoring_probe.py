@@ -1,6 +1,6 @@
-"""scripts/monitoring_probe.py (docker_check.sh's monitoring and load-balancer checks) without an engine:
-against a stand-in Prometheus, load balancer and HAProxy stats page that behave (it passes), and that each
-get one thing wrong (it must fail and name the check)."""
+"""``sglang-fair lab monitoring-probe`` (docker_check.sh's monitoring and load-balancer checks) without an
+engine: against a stand-in Prometheus, load balancer and HAProxy stats page that behave (it passes), and
+that each get one thing wrong (it must fail and name the check)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from deploy_support import DOCKER, load_script
+from deploy_support import DOCKER
 from stand_in import StandIn, stand_ins
 
-probe = load_script("monitoring_probe")
+from sglang_fair.lab import monitoring_probe as probe
+
 JOBS = {"sglang-fair": 2, "sglang-fair-gateway": 2, "haproxy": 1}
 STATS = "# pxname,svname,status\nsglang_fair,FRONTEND,OPEN\ngateways,gateway-1,{g1}\ngateways,gateway-2,UP\n"
 

@@ -1,5 +1,5 @@
-"""The short versions of scripts/soak_cluster.py and scripts/chaos.py on the real cluster: two CPU servers
-and two gateway replicas behind HAProxy, keyed clients through it (the long runs:
+"""The short versions of ``sglang-fair lab cluster-soak`` and ``lab chaos`` on the real cluster: two CPU
+servers and two gateway replicas behind HAProxy, keyed clients through it (the long runs:
 docs/evidence/reliability.md)."""
 
 from __future__ import annotations

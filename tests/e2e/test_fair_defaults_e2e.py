@@ -2,8 +2,8 @@
 against SGLang's FCFS (``--schedule-policy fcfs``), on the real server, under a flood.
 
 One client keeps 32 requests over a shared 1,300-token prefix in flight; two light clients send one
-short unique request at a time (``sglang_fair.harness.scenario``, as ``scripts/
-bench_sglang_plugin.py flood``). Under FCFS a light request waits behind the flood's queued requests;
+short unique request at a time (``sglang_fair.harness.scenario``, as ``sglang-fair lab
+plugin-speed flood``). Under FCFS a light request waits behind the flood's queued requests;
 under SGLang's LPM it starves (tests/e2e/test_fair_dlpm_e2e.py); dlpm_light at its default quantum
 serves it next, without costing the flood its cache hits. Measured on the shared 2-core machine
 (three runs): light P99 1.3-1.8 s under dlpm_light, 3.3-4.2 s under FCFS.

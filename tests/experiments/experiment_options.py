@@ -8,7 +8,7 @@ from sglang_fair.experiments.figures import add_options, parse_options
 
 
 def options(*argv: str) -> argparse.Namespace:
-    """``add_options`` then ``parse_options`` on ``argv``, as ``reproduce_paper.py`` does."""
+    """``add_options`` then ``parse_options`` on ``argv``, as ``sglang-fair lab paper`` does."""
     parser = argparse.ArgumentParser()
     add_options(parser)
     args = parser.parse_args(list(argv))

@@ -4,7 +4,6 @@ and it carries what the picker uses: the ext_proc service with its streaming met
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 from pathlib import Path
 
@@ -13,17 +12,14 @@ import pytest
 pytest.importorskip("grpc_tools")
 from google.protobuf import descriptor_pb2
 
+from sglang_fair.lab import epp_descriptors
+
 ROOT = Path(__file__).resolve().parents[2]
 EPP = ROOT / "python" / "sglang_fair" / "gateway" / "epp"
 
 
 def build(protos: Path, out: Path) -> descriptor_pb2.FileDescriptorSet:
-    spec = importlib.util.spec_from_file_location("build_epp", ROOT / "scripts" / "build_epp_descriptors.py")
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
-    script.EPP = protos.parent
-    script.build(out)
+    epp_descriptors.build(out, protos)
     return descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes())
 
 

@@ -20,7 +20,6 @@ from sglang_fair.harness.chaos import (
 )
 from sglang_fair.harness.traffic import Record, read_stream
 
-ROOT = Path(__file__).resolve().parents[2]
 NOTHING = Fault("test", "nothing", lambda c: None, lambda c: None, 0.0)
 
 
@@ -88,7 +87,7 @@ def test_a_run_that_injected_no_fault_misses_its_goals() -> None:
 
 def test_chaos_refuses_minutes_that_leave_room_for_no_fault(tmp_path: Path) -> None:
     """Refused at once (exit 2, before a server starts), not a run that checks nothing."""
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "chaos.py"), "--model", str(tmp_path),
+    done = subprocess.run([sys.executable, "-m", "sglang_fair", "lab", "chaos", "--model", str(tmp_path),
                            "--minutes", "2"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "--minutes 2 leaves room for no fault" in done.stderr, done.stderr
     assert "cluster up" not in done.stdout

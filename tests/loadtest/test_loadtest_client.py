@@ -182,7 +182,7 @@ def test_one_report_overlays_a_simulated_and_a_real_run(tmp_path: Path) -> None:
     sim, real = json.loads(sim_json.read_text()), json.loads(real_json.read_text())
     assert set(sim) - {"config"} <= set(real)  # every key of sim --json, plus the client-side ones
     assert set(real["service_series"]["clients"]) == set(sim["service_series"]["clients"]) == {"c0", "c1"}
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "overlay_runs.py"), str(png),
+    proc = subprocess.run([sys.executable, "-m", "sglang_fair", "lab", "overlay", str(png),
                            f"sim={sim_json}", f"real={real_json}"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert png.stat().st_size > 1000

@@ -1,17 +1,16 @@
 """README.md, docs/guides/serve.md and ``serve --help`` give one list of what turns the fair defaults off,
 docs/guides/serve.md the ``--batch-*`` flags as ``serve --help`` has them, and docs/reference/flags.md every
-flag of serve, gateway, router, sim and keys: the docs' blocks are generated (``scripts/sync_docs.py``) and
-must match the code."""
+flag of serve, gateway, router, sim and keys: the docs' blocks are generated (``sglang-fair lab sync-docs``)
+and must match the code."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType, SimpleNamespace
+from types import SimpleNamespace
 
 import pytest
 
+from sglang_fair.lab import sync_docs as docs
 from sglang_fair.sglang_plugin.cli import EPILOG
 from sglang_fair.sglang_plugin.defaults import ADMISSION_OFF, defaults_summary, fair_unsupported
 from sglang_fair.sglang_plugin.router_launch import ROUTER_OFF, router_unsupported
@@ -19,20 +18,10 @@ from sglang_fair.sglang_plugin.router_launch import ROUTER_OFF, router_unsupport
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def sync_docs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("sync_docs", ROOT / "scripts" / "sync_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_docs_blocks_are_what_the_code_generates() -> None:
-    docs = sync_docs()
     for name in docs.FILES:
         text = (ROOT / name).read_text()
-        assert docs.synced(text) == text, f"{name}: run .venv/bin/python scripts/sync_docs.py"
+        assert docs.synced(text) == text, f"{name}: run .venv/bin/sglang-fair lab sync-docs"
     readme, serving = (" ".join((ROOT / n).read_text().split())
                        for n in ("README.md", "docs/guides/serve.md"))
     summary = defaults_summary(markdown=True)
@@ -41,7 +30,6 @@ def test_the_docs_blocks_are_what_the_code_generates() -> None:
 
 
 def test_a_stale_block_is_found_and_rewritten() -> None:
-    docs = sync_docs()
     stale = ("before\n<!-- generated: fair-defaults (x) -->\nLoRA, PP\n"
              "<!-- end generated: fair-defaults -->\nafter\n")
     fresh = docs.synced(stale)
@@ -62,7 +50,6 @@ def test_serve_help_lists_every_feature_the_checks_test() -> None:
 
 
 def test_the_flags_reference_lists_every_flag_of_every_command() -> None:
-    docs = sync_docs()
     text = (ROOT / "docs" / "reference" / "flags.md").read_text()
     for name in docs.COMMANDS:
         block = text.split(f"<!-- generated: flags-{name} ")[1].split(f"<!-- end generated: flags-{name} ")[0]
@@ -77,7 +64,6 @@ def test_the_flags_reference_lists_every_flag_of_every_command() -> None:
 @pytest.mark.parametrize("change", ["a flag added", "a help changed"])
 def test_the_check_fails_when_a_flag_changes_without_regenerating(
         change: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    docs = sync_docs()
     assert docs.main(["--check"]) == 0
     parser = docs.command_parser.__wrapped__("gateway")  # a parser of its own, not the cached one
     if change == "a flag added":

@@ -1,6 +1,6 @@
 """Priority bands in the simulator: an interactive tenant's latency under a saturating batch tenant.
 
-    python scripts/bands_sim.py [--duration 60] [--max-running 8,64] [--json out.json]
+    sglang-fair lab bands [--duration 60] [--max-running 8,64] [--json out.json]
 
 One simulated A100 + Llama-3.1-8B worker (the default engine) at each ``--max-running``. The interactive
 tenant sends single requests (512-token prompt, 64 output tokens) at about a fifth of what the worker

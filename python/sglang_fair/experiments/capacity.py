@@ -1,6 +1,6 @@
 """Measured capacity: the arrival rate at which a cluster stops keeping up with its offered load.
 
-Definition (used by ``scripts/reproduce_paper.py`` to name its loads). Run a workload with arrivals
+Definition (used by ``sglang-fair lab paper`` to name its loads). Run a workload with arrivals
 sustained for the whole run and look only at the steady-state window ``[t1, t2]``. The *backlog*
 B(t) is the number of calls (LLM requests) of programs that have arrived by t and are not finished
 at t. Its **growth** over the window, as a share of the calls offered in it,

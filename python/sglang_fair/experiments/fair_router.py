@@ -1,10 +1,10 @@
 """The default pair (fair_cache_aware routing + dlpm_light workers) against SGLang's cache-aware router,
 today's D²LPM and VTC, on every Fig. 7 cell with D > 1 at 1.0x and 1.2x capacity and the arena at D = 4.
 
-    python scripts/fair_router_report.py [--results results/results.json] [--out docs/design/fair_router.md]
+    sglang-fair lab fair-router [--results results/results.json] [--out docs/design/fair_router.md]
         [--plot docs/img/fair_router.png]
 
-Reads the protocol's runs (scripts/reproduce_paper.py writes them; seeds 0-2) and checks the targets the
+Reads the protocol's runs (sglang-fair lab paper writes them; seeds 0-2) and checks the targets the
 default must meet, per cell-load, on the mean over seeds: throughput at least 0.98x cache-aware's (and
 never below 0.95x), well-behaved P99 at most 1.1x the lower of cache-aware's and VTC's, Jain's index at
 least the higher of cache-aware's and D²LPM's minus 0.01, throughput at least VTC's. Beside the
@@ -189,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [c for c in (compare(runs, cell) for cell in CELLS) if c is not None]
     arena = [c for c in (compare(runs, cell) for cell in ARENA) if c is not None]
     if not rows:
-        raise SystemExit(f"no runs of {':'.join(OURS)} in {a.results}: run scripts/reproduce_paper.py first")
+        raise SystemExit(f"no runs of {':'.join(OURS)} in {a.results}: run sglang-fair lab paper first")
     parts = ["## Each candidate pair against the targets (36 cell-loads)", "", pairs_table(runs), ""]
     groups = (("The 36 Fig. 7 cell-loads (D > 1, 1.0x and 1.2x)", rows), ("The arena, D = 4", arena))
     for title, group in groups:

@@ -1,6 +1,6 @@
 """The figures of the paper's evaluation as a registry: each name maps to the function that builds
 its points from the options (:data:`FIGURES`), and each option is one entry of :data:`OPTIONS`
-(a ``--flag`` of ``scripts/reproduce_paper.py``, a comma-separated list)."""
+(a ``--flag`` of ``sglang-fair lab paper``, a comma-separated list)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The gateway's evidence: one router over the workers of several servers against a load balancer over
-servers that each route over their own workers (the ``fleet`` figure of ``scripts/reproduce_paper.py``).
+servers that each route over their own workers (the ``fleet`` figure of ``sglang-fair lab paper``).
 
 At D workers, every worker running ``dlpm_light`` (what ``sglang-fair serve`` runs):
 

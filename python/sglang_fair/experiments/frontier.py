@@ -1,6 +1,6 @@
 """The frontier: every routing and admission pair side by side at every operating point a user may run.
 
-    python scripts/frontier.py [--quick] [--jobs 2] [--results results/frontier.json]
+    sglang-fair lab frontier [--quick] [--jobs 2] [--results results/frontier.json]
 
 A cell is a workload at an operating point: the DLPM paper's Fig. 7 cells with D > 1 (ToT, Judge, QA;
 S1, S2; D = 2, 4, 8) at 1.0x and 1.2x capacity, the Chatbot Arena trace, the ``flood`` and ``weighted``

@@ -1,6 +1,6 @@
 """Goodput against load for the batch-formation policies, on the Azure or Mooncake trace.
 
-    python scripts/batching_goodput.py [--trace azure|mooncake|PATH] [--trace-start 180] [--trace-window 300]
+    sglang-fair lab goodput [--trace azure|mooncake|PATH] [--trace-start 180] [--trace-window 300]
         [--scales 0.05,0.1,...] [--policies sglang,sarathi,fairbatching,slai] [--dp 1]
         [--json results/batching_goodput.json] [--plot docs/img/batching_goodput.png] [--jobs 1]
 

@@ -1,6 +1,6 @@
 """Does d2lpm_guarded remove D²LPM's herding? Both over Q^w, beside cache-aware, Preble and VTC.
 
-    python scripts/eval_router_herding.py [--scenarios herd,tot-s1,judge-s1] [--dps 2,4]
+    sglang-fair lab herding [--scenarios herd,tot-s1,judge-s1] [--dps 2,4]
         [--qws 16384,262144] [--duration 60] [--warmup 15] [--cooldown 20] [--json PATH] [--jobs 1]
 
 Scenarios (4 clients, c0 misbehaving with 4x the others' programs, simulated A100 + Llama-3.1-8B):

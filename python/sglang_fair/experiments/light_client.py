@@ -1,6 +1,6 @@
 """A light client beside a flood under each batch-formation policy and admission policy.
 
-    python scripts/batching_light_client.py [--duration 10] [--jobs 1]
+    sglang-fair lab light-client [--duration 10] [--jobs 1]
 
 The ``flood`` scenario of :mod:`sglang_fair.experiments.scenarios` (a client flooding requests that
 share a 2,048-token prefix, a backlogged client, two light clients sending one short request at a

@@ -1,8 +1,8 @@
 """Reproduce the evaluation of [1] (DLPM / D²LPM, §6-7) in the simulator, under a stated protocol.
 
-    nice -n 10 python scripts/reproduce_paper.py > /tmp/rp.log 2>&1      # everything (~1 CPU-hour)
-    python scripts/reproduce_paper.py --only fig1,fig12 --seeds 0,1,2      # a subset
-    python scripts/reproduce_paper.py --redraw                             # plots/tables from results.json
+    nice -n 10 sglang-fair lab paper > /tmp/rp.log 2>&1      # everything (~1 CPU-hour)
+    sglang-fair lab paper --only fig1,fig12 --seeds 0,1,2      # a subset
+    sglang-fair lab paper --redraw                             # plots/tables from results.json
 
 Protocol (docs/evidence/results.md, "Protocol"; sglang_fair/experiments/protocol.py): arrivals sustained for
 --duration (600 s), metrics over [--warmup, --duration], latency over the programs arriving in

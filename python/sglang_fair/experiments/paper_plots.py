@@ -1,4 +1,4 @@
-"""Figures and tables of ``scripts/reproduce_paper.py`` (needs matplotlib: the ``sim`` extra).
+"""Figures and tables of ``sglang-fair lab paper`` (needs matplotlib: the ``sim`` extra).
 
 ``render(results, out, doc)`` draws docs/img/fig*.png from results/results.json (every run of the
 protocol, :mod:`sglang_fair.experiments.protocol`) and rewrites the generated section of ``doc``

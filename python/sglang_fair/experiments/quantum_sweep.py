@@ -1,6 +1,6 @@
 """Which Q^u protects a light client? DLPM and dlpm_light over a Q^u sweep, beside LPM, FCFS and VTC.
 
-    python scripts/sweep_quantum.py [--duration 30] [--qus 256,1024,4096,16384,65536]
+    sglang-fair lab quantum-sweep [--duration 30] [--qus 256,1024,4096,16384,65536]
         [--json results/quantum_sweep.json] [--plot docs/img/quantum_sweep.png] [--jobs 1]
 
 The scenarios of :mod:`sglang_fair.experiments.scenarios` (flood, flood-mem, qa-s1, tot-s1,

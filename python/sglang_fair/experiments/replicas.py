@@ -1,5 +1,5 @@
 """Router replicas (active-active gateways behind a round-robin load balancer) that share what they
-know, or not, against one router (the ``replicas`` figure of ``scripts/reproduce_paper.py``).
+know, or not, against one router (the ``replicas`` figure of ``sglang-fair lab paper``).
 
 At D workers, every configuration routes with ``fair_cache_aware``: one router over all D workers;
 R replicas of it (``routing/replicas.py``) that tell each other of every dispatch and finish, at once

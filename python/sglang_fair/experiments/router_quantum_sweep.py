@@ -1,6 +1,6 @@
 """Which Q^w? D²LPM over a router-quantum sweep on two workers, beside RR+LPM, cache-aware+LPM and VTC.
 
-    python scripts/sweep_router_quantum.py [--duration 20] [--qws 1024,4096,16384,65536,262144]
+    sglang-fair lab router-quantum-sweep [--duration 20] [--qws 1024,4096,16384,65536,262144]
         [--scenarios flood,tot-s1,judge-s1] [--dp 2] [--variants d2lpm:dlpm,d2lpm:dlpm_light]
         [--json results/router_quantum_sweep.json] [--plot docs/img/router_quantum_sweep.png] [--jobs 1]
 

@@ -1,7 +1,7 @@
 """The gateway's HTTP server plumbing: uvloop and httptools where installed (the ``gateway`` extra).
 
 uvicorn's pure-Python ``h11`` parser was 15-18% of the gateway's CPU at saturation
-(``scripts/speed_gateway.py --profile``). uvicorn over ``httptools`` puts no bound on a request's
+(``sglang-fair lab gateway-speed --profile``). uvicorn over ``httptools`` puts no bound on a request's
 head, where ``h11`` refuses one that does not fit its buffer (a 200 kB header: 400; the bad-input e2e
 test sends one): :class:`BoundedHttpTools` keeps that refusal, with the same 400, and so keeps a client
 from making the gateway buffer headers without end.

@@ -1,6 +1,6 @@
 """Headless Chromium over the DevTools protocol: load a page, wait until it has drawn, read what it drew,
 collect its console errors and the URLs it fetched, take a screenshot (the fairness page's tests and
-``scripts/fairness_page_shot.py``).
+``sglang-fair lab page-shot``).
 
 Debian's ``chromium`` (``apt-get install --no-install-recommends chromium``) runs headless with the flags
 of :data:`FLAGS` and a new empty profile directory each time. Errors are console calls of level error,

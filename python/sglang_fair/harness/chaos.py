@@ -1,5 +1,5 @@
 """Faults injected into a running :class:`~sglang_fair.harness.cluster.Cluster` under traffic, and what
-the records say about each (``scripts/chaos.py``).
+the records say about each (``sglang-fair lab chaos``).
 
 A fault is injected, held, then ended (SIGCONT, the link mended, the killed process started again with
 an empty cache). Per fault, from the :class:`~sglang_fair.harness.traffic.Record` of every request: the

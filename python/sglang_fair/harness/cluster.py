@@ -1,5 +1,5 @@
 """Two CPU servers, two gateway replicas and HAProxy in front of them on one machine, with handles to
-break them (for ``scripts/chaos.py``, ``scripts/soak_cluster.py`` and their tests).
+break them (for ``sglang-fair lab chaos``, ``sglang-fair lab cluster-soak`` and their tests).
 
 Each server (``sglang-fair serve``, one worker) serves HTTP on ``127.0.0.2`` and publishes its feedback
 on ``127.0.0.1``; a :class:`LinkProxy` carries the feedback from ``127.0.0.1:F`` to ``127.0.0.2:F``, where

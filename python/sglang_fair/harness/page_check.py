@@ -1,5 +1,5 @@
 """What the fairness page drew, read in a real browser, against what ``/fairness`` says (the page's tests
-and ``scripts/fairness_page_shot.py``).
+and ``sglang-fair lab page-shot``).
 
 :func:`look` loads ``BASE/fairness/ui`` in headless Chromium (with the key in the address's fragment),
 waits for ``renders`` renderings of its data, and reads back the chart's areas (one per client drawn:

@@ -1,5 +1,5 @@
 """A soak of the :mod:`~sglang_fair.harness.cluster`: open-loop traffic at a fraction of the measured
-capacity, one row a minute (``scripts/soak_cluster.py`` and its short test).
+capacity, one row a minute (``sglang-fair lab cluster-soak`` and its short test).
 
 Capacity is what the cluster answers per second with three times the clients' closed-loop requests in
 flight. The soak then starts each client's requests at Poisson times, in the clients' shares of

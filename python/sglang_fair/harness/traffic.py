@@ -1,5 +1,5 @@
 """Keyed OpenAI traffic to one endpoint (the load balancer in front of the gateways), every request
-recorded (``scripts/chaos.py``, ``scripts/soak_cluster.py``).
+recorded (``sglang-fair lab chaos``, ``sglang-fair lab cluster-soak``).
 
 Each :class:`Spec` is one client: ``concurrency`` threads sending back to back (closed loop), or,
 with ``rate``, requests started at Poisson times (open loop). A request is sent once: one cut after it

@@ -137,7 +137,7 @@ class MatchIndex:
 def unified_radix_cache(kv_tokens: int, page_size: int = 1) -> tuple[Any, Any]:
     """SGLang's serving-path radix cache (``UnifiedRadixCache``, default tree core: Rust) over a
     small CPU KV pool, as the scheduler builds it; returns (cache, allocator) (for the tests and
-    ``scripts/bench_sglang_plugin.py``). Needs a published server config
+    ``sglang-fair lab plugin-speed``). Needs a published server config
     (``set_global_server_args_for_scheduler``) in the process."""
     import torch
     from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator

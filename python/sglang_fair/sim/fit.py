@@ -7,7 +7,7 @@
 seconds[,prefill][,prefix_pairs]`` (``attention_pairs`` may be omitted: 0; ``prefill`` 1/0, when omitted a
 row is a prefill step if it computes more tokens than it has requests; ``prefix_pairs``, when omitted,
 is that of equal cached prefixes: r * (p/r)^2 / 2 for the p = context - new cached tokens of a prefill
-row's r requests, exact for the one-request prefills ``scripts/measure_cpu_steps.py`` measures). The
+row's r requests, exact for the one-request prefills ``sglang-fair lab cpu-steps`` measures). The
 JSON holds the coefficients of :class:`~sglang_fair.sim.steptime.LinearStepModel`; ``--relative``
 minimizes relative errors.
 """

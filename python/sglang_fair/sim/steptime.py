@@ -174,7 +174,7 @@ def _measured(hw: Hardware, model: Model, fixed: float, per_new_token: float, pe
 # context length, SGLang's default chunked-prefill size there).
 # cpu-tiny-llama: scripts/make_tiny_model.py's Llama on SGLang 0.5.23's CPU engine (torch_native
 # attention, OMP_NUM_THREADS=1, --max-total-tokens 60000, chunked prefill 4096) on an otherwise idle
-# 2-core VM, 2026-11-23: scripts/measure_cpu_steps.py --grid short and --grid long (prefill after up
+# 2-core VM, 2026-11-23: sglang-fair lab cpu-steps --grid short and --grid long (prefill after up
 # to 24,576 cached tokens), then python -m sglang_fair.sim.fit --relative of both CSVs
 # (results/fidelity/cpu_tiny_steps_quiet.csv, _quiet_long2.csv; median error 11% short, 6% long).
 FITTED: dict[str, tuple[LinearStepModel, int, int, int]] = {
@@ -182,7 +182,7 @@ FITTED: dict[str, tuple[LinearStepModel, int, int, int]] = {
         fixed=3.309e-3, per_request=1.229e-4, per_new_token=5.135e-5, per_context_token=6.145e-7,
         per_attention_pair=1.276e-8, per_prefix_token=1.153e-5, per_prefix_pair=2.310e-8,
         name="tiny-llama@cpu (measured)"), 60000, 8192, 4096),
-    # *-measured: scripts/measure_gpu_steps.py (plain PyTorch 2.11, random bf16 weights, every step a
+    # *-measured: python/sglang_fair/lab/gpu_steps.py (plain PyTorch 2.11, random bf16 weights, every step a
     # CUDA graph: GPU time alone, no SGLang kernels or scheduler) on one H100 80GB HBM3 and one H200,
     # 2026-11-28, then sim.fit --relative (results/fidelity/gpu/; median error 5-6%, max 23%).
     "h100-llama8b-measured": _measured(H100_SXM, LLAMA_31_8B, 6.888e-3, 2.114e-5, 4.037e-8, 1.676e-9),

@@ -1,6 +1,6 @@
 """The Endpoint Picker Protocol's messages, built at run time from ``ext_proc.binpb``.
 
-The descriptor set of the vendored protos (``protos/``, built by ``scripts/build_epp_descriptors.py``)
+The descriptor set of the vendored protos (``protos/``, built by ``sglang-fair lab epp-descriptors``)
 is loaded into a pool of its own, so these classes neither clash with other copies of Envoy's protos
 in the process nor depend on the protobuf version that generated code would pin: any runtime from
 4.21 on reads them. Needs the ``epp`` extra (protobuf).

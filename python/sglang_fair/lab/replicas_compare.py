@@ -1,0 +1,118 @@
+"""One gateway, two gateway replicas sharing what they route, and two that do not, over two CPU servers.
+
+    sglang-fair lab replicas-compare --model DIR [--window 40] [--modes one,shared,apart]
+        [--json results/compare_replicas.json]
+
+Two ``sglang-fair serve`` instances (one worker each, one OpenMP thread each, ``dlpm_light`` with
+Q^u 2048, client weights ``heavy-a=4,heavy-b=1``, trusting the gateways' token). Per mode, fresh gateways
+(``fair_cache_aware``, the same weights): ``one`` a single gateway; ``shared`` two linked by their
+peer ports; ``apart`` two without. The load goes to the gateways in turn, request by request (a
+round-robin load balancer). Two heavy clients of weights 4 and 1 keep 24 ``/generate`` requests each
+in flight (12 a server, more than its 8 running slots: both backlogged on both) over their own three
+600-word shared prefixes, a light client sends one unique 120-word prompt at a time. Both servers'
+prefix caches are flushed between modes. Per mode: prefix-cache hit rate (the servers' ``/fairness``
+totals), each client's service (w_e x uncached prompt tokens + w_q x output tokens) per second, the
+heavy pair's weighted ratio (service of the weight-4 client over the weight-1 one; 4 is the weights'),
+Jain's index of service over weight, the light client's P50/P99 latency, and the sharing traffic
+(bytes the gateways published). Needs SGLang
+(scripts/install_sglang_cpu.sh) and the gateway extra.
+"""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from sglang_fair.core.cost import CostModel
+from sglang_fair.harness.closed_loop import ClientSpec, run_load
+from sglang_fair.harness.gateway import running_gateway
+from sglang_fair.harness.scenario import words
+from sglang_fair.harness.server import free_port, get_json
+from sglang_fair.lab.gateway_compare import (
+    cache_totals,
+    compare_on_two_servers,
+    comparison_parser,
+    drain_and_flush,
+)
+from sglang_fair.metrics.stats import jain_index, percentile
+
+WEIGHTS = "heavy-a=4,heavy-b=1"
+SERVER_ARGS = ("--max-running-requests", "8", "--max-total-tokens", "6000", "--client-weights", WEIGHTS,
+               "--fair-quantum", "2048")  # a 40 s window is ~30k of service a client: Q^u 65536 never binds
+MODES = {"one": 1, "shared": 2, "apart": 2}
+
+
+def specs() -> list[ClientSpec]:
+    def heavy(seed: int) -> Any:
+        prefixes = [words(seed + p, 600) for p in range(3)]
+        return lambda i: f"{prefixes[i % 3]} {words(seed + 50_000 + i, 10)}"
+
+    return [ClientSpec("heavy-a", 24, heavy(100), 16), ClientSpec("heavy-b", 24, heavy(200), 16),
+            ClientSpec("light", 1, lambda i: words(90_000 + i, 120), 16)]
+
+
+def gateway_args(mode: str, index: int, ports: list[int], tmp: Path) -> tuple[str, ...]:
+    args = ("--gateway-token-file", str(tmp / "token"), "--client-weights", WEIGHTS)
+    if mode != "shared":
+        return args
+    peers = ",".join(f"127.0.0.1:{p}" for k, p in enumerate(ports) if k != index)
+    return (*args, "--peer-port", str(ports[index]), "--peer-addresses", peers)
+
+
+def run_mode(servers: list[str], mode: str, window: float, tmp: Path) -> dict[str, Any]:
+    drain_and_flush(servers)
+    before = [cache_totals(s) for s in servers]
+    ports = [free_port() for _ in range(MODES[mode])]
+    with ExitStack() as stack:
+        gateways = [stack.enter_context(running_gateway(servers, gateway_args(mode, k, ports, tmp),
+                                                        tmp / f"gateway-{mode}-{k}.log"))
+                    for k in range(MODES[mode])]
+        results, end = run_load(gateways, specs(), window)
+        states = [get_json(g + "/gateway/state") for g in gateways]
+    drain_and_flush(servers)
+    after = [cache_totals(s) for s in servers]
+    prompt = sum(a[0] - b[0] for a, b in zip(after, before, strict=True))
+    cached = sum(a[1] - b[1] for a, b in zip(after, before, strict=True))
+    cost = CostModel()
+    service = {name: sum(cost.extend_cost(o.prompt_tokens - o.cached_tokens)
+                         + cost.output_cost(o.completion_tokens) for o in r.done()) / window
+               for name, r in results.items()}
+    weights = {"heavy-a": 4.0, "heavy-b": 1.0, "light": 1.0}
+    light = results["light"].latencies(end)
+    return {"mode": mode, "gateways": len(gateways), "window_s": window,
+            "hit_rate": round(cached / max(1, prompt), 3),
+            "done": {name: len(r.done()) for name, r in results.items()},
+            "service_per_s": {k: round(v, 1) for k, v in service.items()},
+            "heavy_ratio": round(service["heavy-a"] / max(1e-9, service["heavy-b"]), 2),
+            "jain_weighted": round(jain_index([service[c] / weights[c] for c in service]), 3),
+            "light_p50_s": round(percentile(light, 50, nearest_rank=True), 2),
+            "light_p99_s": round(percentile(light, 99, nearest_rank=True), 2),
+            "routed": [sum(s["workers"][w]["routed"] for s in states) for w in range(len(servers))],
+            "peer_bytes": sum((s.get("peers") or {}).get("sent_bytes", 0) for s in states),
+            "observed_from_peers": [s.get("observed_from_peers", 0) for s in states]}
+
+
+def print_table(rows: list[dict[str, Any]]) -> None:
+    print(f"{'mode':8} {'hit rate':>8} {'a/b (4)':>8} {'jain w':>7} {'light p50':>9} {'light p99':>9} "
+          f"{'done a/b/light':>15} {'routed':>10} {'peer KB':>8}")
+    for r in rows:
+        done = "/".join(str(r["done"][c]) for c in ("heavy-a", "heavy-b", "light"))
+        routed = "/".join(map(str, r["routed"]))
+        print(f"{r['mode']:8} {r['hit_rate']:8.3f} {r['heavy_ratio']:8.2f} {r['jain_weighted']:7.3f} "
+              f"{r['light_p50_s']:9.2f} {r['light_p99_s']:9.2f} {done:>15} {routed:>10} "
+              f"{r['peer_bytes'] / 1024:8.1f}")
+
+
+def main() -> int:
+    parser = comparison_parser(__doc__, "mode")
+    parser.add_argument("--modes", default="one,shared,apart", help=f"of {', '.join(MODES)}, in order")
+    args = parser.parse_args()
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    if unknown := sorted(set(modes) - set(MODES)):
+        parser.error(f"unknown mode {unknown}; known: {', '.join(MODES)}")
+    return compare_on_two_servers(parser, args, SERVER_ARGS, modes, run_mode, print_table)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
