@@ -22,6 +22,7 @@ from deploy_support import DOCKER
 from test_compose import FLEET_CPU_GATEWAYS, FLEET_CPU_SERVERS, entrypoint
 
 from sglang_fair.dashboard.gateway_metrics import metrics_text
+from sglang_fair.gateway.processes import ProcessView
 from sglang_fair.harness.server import free_ports
 from sglang_fair.sglang_plugin.client_gauges import FIGURES
 from sglang_fair.sglang_plugin.router_launch import flag_value
@@ -186,7 +187,9 @@ def exported_names() -> set[str]:
                 "finished": 1}]
     clients = SimpleNamespace(inflight={"a": 1})
     duties = SimpleNamespace(view=lambda: {"health": {"restarts": 1, "running": True}})
-    gateway = SimpleNamespace(router=SimpleNamespace(clients=clients), failed_over=0, duties=duties)
+    process = ProcessView(0, 2, 1, "http-0.sock", SimpleNamespace(value=1))  # one of --workers 2
+    gateway = SimpleNamespace(router=SimpleNamespace(clients=clients), failed_over=0, duties=duties,
+                              process=process)
     page = SimpleNamespace(gateway=gateway, book=SimpleNamespace(view=lambda: {"a": {"requests": 1}}),
                            workers=lambda: workers, stale={}, gap=lambda: {"value": 1.0},
                            bound=lambda: {"value": 2.0})
