@@ -8,6 +8,6 @@ cd "$(dirname "$0")/.."
 SGLANG_FAIR_EXTRAS="sim" bash scripts/setup_env.sh
 # --max-running 256 (SGLang's --max-running-requests): the cap binds before the KV pool does, so the
 # admission order decides who is served. At SGLang's own default cap (2,048 on an A100) the pool binds
-# first and, in this simulator, the fair policies' lead vanishes (docs/fidelity.md).
+# first and, in this simulator, the fair policies' lead vanishes (docs/evidence/fidelity.md).
 exec .venv/bin/sglang-fair sim --workload tot --scenario s1 --clients 4 --dp 2 --duration 30 --max-running 256 \
   --plot out/demo.png --compare "round_robin:lpm,cache_aware:lpm,client_rr:vtc,d2lpm:dlpm,fair_cache_aware:dlpm_light" "$@"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the images and run the compose `fleet-cpu` and `cpu` profiles for real, then check them as a user would
-# (docs/deploy.md, "What was and was not verified here").   usage: scripts/docker_check.sh [--keep]
+# (docs/guides/deploy.md, "What was and was not verified here").   usage: scripts/docker_check.sh [--keep]
 # As root on a machine without a Docker engine it installs Debian's docker.io and starts dockerd (no iptables
 # rules, no IP forwarding, no default bridge; where the FORWARD chain drops bridged traffic, one rule, removed
 # at the end, lets traffic within Docker bridges through); where no image registry answers it makes the bases from
@@ -39,7 +39,7 @@
 #                step): selfcheck, entry point, user, volumes, and its HEALTHCHECK command against server A
 #   taken-back   server B healthy again; the gateway takes it back and routes to it
 #   fleet-down   compose down leaves no container or network of the project
-#   try          the cpu profile as docs/deploy.md's "Try it on CPU" runs it (compose.yaml alone, no keys):
+#   try          the cpu profile as docs/guides/deploy.md's "Try it on CPU" runs it (compose.yaml alone, no keys):
 #                up, healthy, a chat naming its client in X-Client-Id, /fairness and /metrics show it; down
 # --keep leaves the engine running and the images in place (a second run then skips the bases). Without it,
 # the script removes what it made (containers, volumes, its images and bases) and stops a dockerd it started.
@@ -269,7 +269,7 @@ docker run --rm --network none -v "$WORK/keys-0600.txt:/etc/sglang-fair/keys.txt
 say "keys file 0600 root: exit 2, $(grep -m1 'Permission denied' "$WORK/keys-0600.log")"
 chmod 0644 "$SGLANG_FAIR_KEYS"
 
-step fleet-up  # docs/deploy.md, "Several nodes": two servers and the gateway, started by one command
+step fleet-up  # docs/guides/deploy.md, "Several nodes": two servers and the gateway, started by one command
 up_start="$(date +%s)"  # compose starts both servers at once and the gateway once both are healthy
 fleet up -d --no-build >"$WORK/up-fleet.log" 2>&1 || die "compose up (fleet-cpu) failed: $(tail -5 "$WORK/up-fleet.log")"
 CONTAINER="$(service_container sglang-fair-cpu-a)"
@@ -296,7 +296,7 @@ PORT="$FLEET_PORT_A" probe --client "$CLIENT" --key "$KEY" --other-key "$OTHER_K
 step fleet-probe
 fleet_probe check
 
-step monitoring  # docs/deploy.md, "Monitoring": Prometheus scrapes everything; the dashboard's queries answer
+step monitoring  # docs/guides/deploy.md, "Monitoring": Prometheus scrapes everything; the dashboard's queries answer
 docker exec "$PROMETHEUS" promtool check config /etc/prometheus/prometheus.yml >"$WORK/promtool.log" 2>&1 \
   || die "promtool rejects the configuration: $(cat "$WORK/promtool.log")"
 say "monitoring: promtool: $(grep -c SUCCESS "$WORK/promtool.log") file(s) SUCCESS (the configuration and its rules)"
@@ -304,7 +304,7 @@ monitoring_probe targets --expect sglang-fair=2,sglang-fair-gateway=2,haproxy=1
 monitoring_probe moves --lb "http://$LB_PORT" --key "$KEY" --client "$CLIENT"
 monitoring_probe dashboard --file "$ROOT/docker/grafana/dashboards/sglang-fair.json"
 
-step replicas  # docs/deploy.md, "Two gateways": they share what they route; one killed, the other serves
+step replicas  # docs/guides/deploy.md, "Two gateways": they share what they route; one killed, the other serves
 fleet_probe_at "$GATEWAY_PORT_2" "$GATEWAY_2" peers --count 1
 fleet kill sglang-fair-cpu-gateway >"$WORK/kill-gw.log" 2>&1 || die "compose kill failed: $(tail -3 "$WORK/kill-gw.log")"
 fleet_probe_at "$GATEWAY_PORT_2" "$GATEWAY_2" chats --count 4
@@ -369,7 +369,7 @@ info="$(gpu_run --entrypoint sh "$GPU_IMAGE" -c 'echo "$(id -u) $(python3 -V) $S
 [[ "$info" == "10001 Python 3.12."*" sglang_fair" ]] || die "the GPU image runs as/with: $info"
 say "gpu: entry point answers --help; uid, Python, plugins: $info"
 # The compose gpu service's volumes: the named ones are created from the image's directories (owned by uid
-# 10001); a host directory for HF_CACHE must be writable by uid 10001 (docs/deploy.md).
+# 10001); a host directory for HF_CACHE must be writable by uid 10001 (docs/guides/deploy.md).
 docker volume create "${GPU_VOLUMES[0]}" >/dev/null && docker volume create "${GPU_VOLUMES[1]}" >/dev/null
 gpu_run -v "${GPU_VOLUMES[0]}:/models:ro" -v "${GPU_VOLUMES[1]}:/home/sglang/.cache/huggingface" --entrypoint sh "$GPU_IMAGE" \
   -c 'touch "$HF_HOME/probe" && ! touch /models/probe 2>/dev/null' || die "named volumes: hf-cache not writable or /models writable"
@@ -394,7 +394,7 @@ fleet_probe back --server sglang-fair-cpu-b
 step fleet-down
 down_and_check monitored
 
-step try  # docs/deploy.md, "Try it on CPU": compose.yaml alone, no keys file, clients named by a header
+step try  # docs/guides/deploy.md, "Try it on CPU": compose.yaml alone, no keys file, clients named by a header
 plain up -d --no-build >"$WORK/up-plain.log" 2>&1 || die "compose up failed: $(tail -5 "$WORK/up-plain.log")"
 CONTAINER="$(plain ps -q sglang-fair-cpu)"
 [[ -n "$CONTAINER" ]] || die "compose ps shows no sglang-fair-cpu container"

@@ -22,6 +22,7 @@ from deploy_support import DOCKER
 from test_compose import FLEET_CPU_GATEWAYS, FLEET_CPU_SERVERS, entrypoint
 
 from sglang_fair.dashboard.gateway_metrics import metrics_text
+from sglang_fair.gateway.processes import ProcessView
 from sglang_fair.harness.server import free_ports
 from sglang_fair.sglang_plugin.client_gauges import FIGURES
 from sglang_fair.sglang_plugin.router_launch import flag_value
@@ -186,7 +187,9 @@ def exported_names() -> set[str]:
                 "finished": 1}]
     clients = SimpleNamespace(inflight={"a": 1})
     duties = SimpleNamespace(view=lambda: {"health": {"restarts": 1, "running": True}})
-    gateway = SimpleNamespace(router=SimpleNamespace(clients=clients), failed_over=0, duties=duties)
+    process = ProcessView(0, 2, 1, "http-0.sock", SimpleNamespace(value=1))  # one of --workers 2
+    gateway = SimpleNamespace(router=SimpleNamespace(clients=clients), failed_over=0, duties=duties,
+                              process=process)
     page = SimpleNamespace(gateway=gateway, book=SimpleNamespace(view=lambda: {"a": {"requests": 1}}),
                            workers=lambda: workers, stale={}, gap=lambda: {"value": 1.0},
                            bound=lambda: {"value": 2.0})
@@ -259,9 +262,10 @@ def mounts(compose: dict[str, Any], name: str) -> dict[str, str]:
     return {v["target"]: v["source"] for v in compose["services"][name]["volumes"] if isinstance(v, dict)}
 
 
-def test_the_deploy_guide_shows_the_files_that_run_and_every_gateway_metric() -> None:
-    doc = (DOCKER.parent / "docs" / "deploy.md").read_text()
-    assert f"```haproxy\n{HAPROXY_CFG.read_text()}```" in doc  # the lines docs/deploy.md shows are run
+def test_the_deploy_docs_show_the_files_that_run_and_every_gateway_metric() -> None:
+    docs = DOCKER.parent / "docs"
+    doc = (docs / "guides" / "deploy.md").read_text() + (docs / "reference" / "metrics.md").read_text()
+    assert f"```haproxy\n{HAPROXY_CFG.read_text()}```" in doc  # the lines the deploy guide shows are run
     assert f"```yaml\n{(DOCKER / 'prometheus' / 'alerts.yml').read_text()}```" in doc
     named = set(re.findall(r"sglang_fair_gateway_\w+", doc))
     exported = {n for n in exported_names() if n.startswith("sglang_fair_gateway_")}

@@ -1,5 +1,6 @@
-"""docs/deploy.md names only figures that exist: every ``sglang_fair:*`` gauge, every router metric and
-``/state`` key and every ``/fairness`` figure it mentions (alerts included) is produced by the code."""
+"""docs/guides/deploy.md and the figures' reference it links (docs/reference/metrics.md) name only figures
+that exist: every ``sglang_fair:*`` gauge, every router metric and ``/state`` key and every ``/fairness``
+figure they mention (alerts included) is produced by the code."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from sglang_fair.sglang_plugin.client_gauges import FIGURES
 from sglang_fair_router.http import prometheus_text
 from sglang_fair_router.state import RouterState
 
-DOC = (ROOT / "docs" / "deploy.md").read_text()
+DOC = "\n".join((ROOT / "docs" / d).read_text() for d in ("guides/deploy.md", "reference/metrics.md"))
 
 
 def router_snapshot() -> dict[str, Any]:
@@ -49,7 +50,7 @@ def test_router_state_keys_in_the_doc_exist() -> None:
     worker_keys = set(snap["workers"][0])
     for key in re.findall(r"`workers\[\]\.(\w+)`", DOC):
         assert key in worker_keys, key
-    table = DOC.split("### The router")[1].split("| --- |")[1].split("A scrape configuration")[0]
+    table = DOC.split("## The router")[1].split("| --- |")[1].split("A scrape configuration")[0]
     top = {k for cell in re.findall(r"^\| `([^|]+)` \|", table, re.M) for k in re.findall(r"(\w+)", cell)}
     top -= {"workers", "client", "worker"} | worker_keys
     assert top <= set(snap), top - set(snap)
@@ -58,7 +59,7 @@ def test_router_state_keys_in_the_doc_exist() -> None:
 
 
 def test_fairness_figures_in_the_doc_exist() -> None:
-    table = DOC.split("### `GET /fairness`")[1].split("| --- |")[1].split("### Prometheus")[0]
+    table = DOC.split("## `GET /fairness`")[1].split("| --- |")[1].split("## Prometheus")[0]
     cells = re.findall(r"^\| `([^|]+)` \|", table, re.M)
     named = {k for cell in cells for k in re.findall(r"(\w+)", cell)}
     source = (ROOT / "python" / "sglang_fair" / "sglang_plugin" / "state.py").read_text()

@@ -139,5 +139,5 @@ def test_sglang_stand_in_pins_are_the_cpu_installs() -> None:
 
 
 def test_the_check_is_named_where_users_look() -> None:
-    for doc in ("README.md", "docs/deploy.md"):
+    for doc in ("README.md", "docs/guides/deploy.md"):
         assert "scripts/docker_check.sh" in (ROOT / doc).read_text(), doc

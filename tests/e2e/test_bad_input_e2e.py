@@ -7,7 +7,7 @@ an OpenAI-style error body (the server's own body where the server decided), and
 through the gateway; the key, header, body-size and flooding cases, and generated bodies, get through the
 gateway what ``serve`` gives. (One module, one server: the gateway's cases once had their own.)
 
-The table of what each input gets is in docs/reliability.md.
+The table of what each input gets is in docs/evidence/reliability.md.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ def trust(tmp: Path) -> tuple[str, ...]:
 
 @pytest.fixture(scope="module")
 def url(tiny_model: Path, tmp: Path, trust: tuple[str, ...]) -> Iterator[str]:
-    feedback = ("--feedback-port", str(free_port()))  # on loopback: no CurveZMQ keys (serving.md's recipe)
+    feedback = ("--feedback-port", str(free_port()))  # loopback: no CurveZMQ keys (docs/guides/gateway.md)
     with running_server(tiny_model, (*SERVER_ARGS, *trust, *feedback), tmp / "server.log") as base:
         yield base
 
@@ -67,7 +67,7 @@ def url(tiny_model: Path, tmp: Path, trust: tuple[str, ...]) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def urls(url: str, trust: tuple[str, ...], tmp: Path) -> Iterator[dict[str, str]]:
     """The server and a gateway in front of it (the same key file), for the cases through the gateway:
-    docs/serving.md's gateway for one machine, without encryption keys."""
+    docs/guides/gateway.md's gateway for one machine, without encryption keys."""
     with running_gateway([url], trust, tmp / "gateway.log") as gateway:
         yield {"server": url, "gateway": gateway, "log": str(tmp / "gateway.log")}
 

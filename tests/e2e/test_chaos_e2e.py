@@ -1,6 +1,6 @@
 """The short versions of ``sglang-fair lab cluster-soak`` and ``lab chaos`` on the real cluster: two CPU
 servers and two gateway replicas behind HAProxy, keyed clients through it (the long runs:
-docs/reliability.md)."""
+docs/evidence/reliability.md)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ heard of directly. What takes the server down is SGLang: the leader's next colle
 peer fails (gloo here; NCCL on a GPU may hang instead) and its scheduler sends SIGQUIT to the
 launcher, and SGLang's ``SubprocessWatchdog`` does the same for any scheduler process that exits with
 an error. The server goes down whole, so its heartbeats stop and a router or gateway takes it out
-within its heartbeat timeout (docs/reliability.md, "Faults").
+within its heartbeat timeout (docs/evidence/reliability.md, "Faults").
 """
 
 from __future__ import annotations

@@ -46,6 +46,10 @@ def test_render_writes_figures_and_generated_section(tmp_path: Path) -> None:
     assert "**0.3**" in text  # the capacity table
     assert (tmp_path / "img" / "fig1.png").stat().st_size > 1000
     assert (tmp_path / "img" / "fig7.png").stat().st_size > 1000
+    nested = tmp_path / "evidence" / "results_tables.md"  # the docs' layout: tables beside the evidence
+    nested.parent.mkdir()
+    render(results, tmp_path, nested)
+    assert "![fig1](../img/fig1.png)" in nested.read_text() and "![fig1](img/fig1.png)" in text
 
 
 def test_render_shows_the_queue_figures_of_fig1mem_only(tmp_path: Path) -> None:
@@ -106,3 +110,4 @@ def test_scheduler_names_say_when_a_router_has_other_than_its_usual_workers() ->
     assert Point("tot", dp=4, router="per_server", server_dp=2, balancer="client_hash").scheduler == \
         "Per-server, client-hash LB"
     assert Point("tot", dp=1).scheduler == "LPM"
+

@@ -1,6 +1,6 @@
-"""Every relative link in README.md, router/README.md, results/README.md and docs/*.md resolves: the
-file exists and, for a link with #anchor into a Markdown file, the anchor is one of that file's
-headings (GitHub's slugs)."""
+"""Every relative link in README.md, router/README.md, results/README.md and docs/**/*.md (every
+folder) resolves: the file exists and, for a link with #anchor into a Markdown file, the anchor is one of
+that file's headings (GitHub's slugs)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def anchors(path: Path) -> set[str]:
 
 
 DOCS = [ROOT / "README.md", ROOT / "router" / "README.md", ROOT / "results" / "README.md",
-        *sorted((ROOT / "docs").glob("*.md"))]
+        *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def broken_links(doc: Path, root: Path = ROOT) -> list[str]:

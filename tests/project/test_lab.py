@@ -47,10 +47,10 @@ def test_every_lab_module_and_experiment_is_registered() -> None:
 def test_the_list_and_the_docs_name_every_lab(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["lab"]) == 0 and cli_main(["lab", "--list"]) == 0
     out = capsys.readouterr().out
-    doc = (ROOT / "docs" / "lab.md").read_text()
+    doc = (ROOT / "docs" / "reference" / "lab.md").read_text()
     for lab in LABS:
         assert f"  {lab.name}  " in out and lab.summary in listing()
-        assert f"`{lab.name}`" in doc, f"docs/lab.md does not name the lab {lab.name}"
+        assert f"`{lab.name}`" in doc, f"docs/reference/lab.md does not name the lab {lab.name}"
 
 
 def test_lab_help_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,12 +9,12 @@ similar or higher throughput. The simulator shows it at this scale with seeds 0-
 The running batch is capped at 256 requests per worker, as this check has always run. Under SGLang
 0.5.23's own default cap for the A100 pool (2048, ``sglang_max_running``) the KV pool, not the cap,
 limits the batch, D²LPM retracts (149 retractions, seed 0) and its Jain's index falls to RR+LPM's
-(0.357 both): see docs/fidelity.md.
+(0.357 both): see docs/evidence/fidelity.md.
 
 The running batch is capped at 256 requests per worker, as this check has always run. Under SGLang
 0.5.23's own default cap for the A100 pool (2048, ``sglang_max_running``) the KV pool, not the cap,
 limits the batch, D²LPM retracts (149 retractions, seed 0) and its Jain's index falls to RR+LPM's
-(0.357 both): see docs/fidelity.md.
+(0.357 both): see docs/evidence/fidelity.md.
 """
 
 from __future__ import annotations

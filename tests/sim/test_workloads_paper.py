@@ -12,7 +12,7 @@ from sglang_fair.workloads import ProgramRun, WorkloadConfig, judge, make_worklo
 from sglang_fair.workloads.arena import HEAVY_FACTOR, load_trace_rows
 from sglang_fair.workloads.tokens import make_tokenizer, seeded_rng
 
-A100_POOL = 391_693  # KV tokens of one A100-80GB + Llama-3.1-8B worker (docs/simulator.md)
+A100_POOL = 391_693  # KV tokens of one A100-80GB + Llama-3.1-8B worker (docs/design/simulator.md)
 
 
 def _levels(program) -> list[int]:

@@ -84,7 +84,7 @@ class AdmissionConfig:
         "parse": parse_bands,
         "help": "priority band per client, 'chat=interactive,etl=batch' (interactive 0, standard 1, batch 2, "
                 "or numbers; 0 first; unnamed clients 1; a tenant file's band too): strict priority between "
-                "bands, the policy's fairness inside each (dlpm, dlpm_light; docs/tenants.md)"})
+                "bands, the policy's fairness inside each (dlpm, dlpm_light; docs/guides/tenants.md)"})
     band_aging_s: float = field(default=10.0, metadata={
         "help": "seconds a request of a later band waits before it is admitted as if of band 0 (no band "
                 "starves; with --fair-client-bands)"})

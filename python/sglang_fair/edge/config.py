@@ -27,8 +27,8 @@ class EdgeConfig:
 
     client_keys: str = field(default="", metadata={
         "help": "file of 'API_KEY CLIENT [WEIGHT]' lines, or a tenant file (*.toml: keys, weight and "
-                "budgets per tenant, docs/tenants.md); serve and the gateway read the same file; enables "
-                "401 for other keys"})
+                "budgets per tenant, docs/guides/tenants.md); serve and the gateway read the same file; "
+                "enables 401 for other keys"})
     client_header: str = field(default="X-Client-Id", metadata={
         "help": "HTTP header naming the client without keys (a gateway names the client to its servers "
                 "in it)"})

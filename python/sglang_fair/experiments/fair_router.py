@@ -1,7 +1,7 @@
 """The default pair (fair_cache_aware routing + dlpm_light workers) against SGLang's cache-aware router,
 today's D²LPM and VTC, on every Fig. 7 cell with D > 1 at 1.0x and 1.2x capacity and the arena at D = 4.
 
-    sglang-fair lab fair-router [--results results/results.json] [--out docs/fair_router.md]
+    sglang-fair lab fair-router [--results results/results.json] [--out docs/design/fair_router.md]
         [--plot docs/img/fair_router.png]
 
 Reads the protocol's runs (sglang-fair lab paper writes them; seeds 0-2) and checks the targets the
@@ -33,7 +33,8 @@ CELLS = [(wl, sc, dp, ld) for wl in ("tot", "judge", "qa") for sc in ("s1", "s2"
          for ld in ("near", "above")]
 ARENA = [("arena", "s1", 4, ld) for ld in ("below", "near", "above")]
 CANDIDATES = (OURS, ("cache_aware", "dlpm_light"), D2, ("d2lpm_guarded", "dlpm"), ("preble", "preble"))
-WELL_BEHAVED = {"arena": ("c0", "c1")}  # as docs/results.md: c2, c3 misbehave in the arena; c0 elsewhere
+# as docs/evidence/results.md: c2, c3 misbehave in the arena; c0 elsewhere
+WELL_BEHAVED = {"arena": ("c0", "c1")}
 
 
 def load_runs(path: Path) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
@@ -181,7 +182,7 @@ def plot(rows: list[dict[str, Any]], path: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results", default=str(REPO / "results" / "results.json"))
-    p.add_argument("--out", default=str(REPO / "docs" / "fair_router.md"))
+    p.add_argument("--out", default=str(REPO / "docs" / "design" / "fair_router.md"))
     p.add_argument("--plot", default=str(REPO / "docs" / "img" / "fair_router.png"))
     a = p.parse_args(argv)
     runs = load_runs(Path(a.results))

@@ -5,7 +5,7 @@ At D workers, every worker running ``dlpm_light`` (what ``sglang-fair serve`` ru
 
 - the gateway: one policy over all D workers and one global tree, ``fair_cache_aware`` (its default),
   ``cache_aware`` or ``round_robin``. In the simulator this is also one node's router over D GPUs: the
-  simulator does not model where the workers are (see docs/results.md, "Several servers"). Its router
+  simulator does not model where the workers are (see docs/evidence/results.md, "Several servers"). Its router
   hears of evictions, as the gateway does from servers started with ``--feedback-port``: the default
   is run a second time without (``eviction_feed`` off: servers without a feedback port);
 - without the gateway: ``per_server``, servers of ``server_dp`` workers, each with its own

@@ -1,7 +1,7 @@
 """The frontier's verdicts: per cell, how far the default pair is from the best of every pair.
 
-Targets, per cell (docs/frontier.md): the default's throughput at least 0.97x the best pair's; its Jain's
-index at least the best among the pairs within 0.97x of the best throughput, minus 0.02; no client
+Targets, per cell (docs/evidence/frontier.md): the default's throughput at least 0.97x the best pair's; its
+Jain's index at least the best among the pairs within 0.97x of the best throughput, minus 0.02; no client
 backlogged through a 20-s window below half its weighted fair share there (``window_floor`` >= 0.5); the
 4:1 pair of ``weighted`` within [3.2, 4.8] in every window; ``flood``'s light clients no slower than
 under the earlier default (``--today``: a results file of it, when given).

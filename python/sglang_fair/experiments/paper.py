@@ -4,7 +4,7 @@
     sglang-fair lab paper --only fig1,fig12 --seeds 0,1,2      # a subset
     sglang-fair lab paper --redraw                             # plots/tables from results.json
 
-Protocol (docs/results.md, "Protocol"; sglang_fair/experiments/protocol.py): arrivals sustained for
+Protocol (docs/evidence/results.md, "Protocol"; sglang_fair/experiments/protocol.py): arrivals sustained for
 --duration (600 s), metrics over [--warmup, --duration], latency over the programs arriving in
 [--warmup, --duration - --cooldown]; every point at a named load (below 0.7x, near 1.0x, above 1.2x)
 of the capacity measured with RR+LPM for its workload x scenario x D x preset (experiments/capacity.py);
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="latency over arrivals up to --duration minus this (they finish under load)")
     p.add_argument("--jobs", type=int, default=2, help="processes at a time (each at nice >= 10)")
     p.add_argument("--out", default=str(REPO / "docs"),
-                   help="where the images (img/) and results_tables.md go")
+                   help="the docs folder: the images go to img/, the tables to evidence/results_tables.md")
     p.add_argument("--results", default=str(REPO / "results" / "results.json"),
                    help="every run, kept as it finishes")
     p.add_argument("--capacity-only", action="store_true", help="measure the capacities, run nothing else")
@@ -118,5 +118,5 @@ def main(argv: list[str] | None = None) -> int:
     results = json.loads(Path(a.results).read_text()) if a.redraw else run(a)
     from sglang_fair.experiments.paper_plots import render  # needs matplotlib (the sim extra)
 
-    render(results, Path(a.out))
+    render(results, Path(a.out), Path(a.out) / "evidence" / "results_tables.md")
     return 0

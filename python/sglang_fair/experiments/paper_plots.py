@@ -1,13 +1,15 @@
 """Figures and tables of ``sglang-fair lab paper`` (needs matplotlib: the ``sim`` extra).
 
-``render(results, out)`` draws docs/img/fig*.png from results/results.json (every run of the
-protocol, :mod:`sglang_fair.experiments.protocol`) and rewrites the generated section of
-``out/results_tables.md`` (between the BEGIN/END GENERATED markers). Every point is the mean over
-its seeds; error bars and the brackets in the tables are the seeds' min-max.
+``render(results, out, doc)`` draws docs/img/fig*.png from results/results.json (every run of the
+protocol, :mod:`sglang_fair.experiments.protocol`) and rewrites the generated section of ``doc``
+(docs/evidence/results_tables.md; ``out/results_tables.md`` by default), between the BEGIN/END
+GENERATED markers. Every point is the mean over its seeds; error bars and the brackets in the
+tables are the seeds' min-max.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -279,9 +281,11 @@ def _split(name: str, pts: list[dict[str, Any]]) -> list[tuple[str, list[dict[st
     return [(f"{name}_d{dp}", [p for p in pts if p["dp"] == dp]) for dp in sorted({p["dp"] for p in pts})]
 
 
-def render(results: dict[str, Any], out: Path) -> None:
-    """Write the PNGs and the generated tables of docs/results_tables.md from results/results.json."""
+def render(results: dict[str, Any], out: Path, doc: Path | None = None) -> None:
+    """Write the PNGs (``out/img``) and the generated tables of ``doc`` (docs/evidence/results_tables.md)
+    from results/results.json; the tables link the PNGs relative to ``doc``."""
     img = out / "img"
+    doc = doc or out / "results_tables.md"
     img.mkdir(parents=True, exist_ok=True)
     parts = []
     if results.get("capacity"):
@@ -296,14 +300,14 @@ def render(results: dict[str, Any], out: Path) -> None:
         images = []
         for part, sub in _split(name, pts):  # the sweeps over cells: an image per D
             draw(name, sub, runs, img / f"{part}.png")
-            images.append(f"![{part}](img/{part}.png)")
+            images.append(f"![{part}]({Path(os.path.relpath(img / part, doc.parent)).as_posix()}.png)")
         missing = len(keys) - len(pts)
         parts.append(f"### {TITLES[name]}\n\n" + "\n".join(images) + "\n\n"
                      + (f"({missing} of {len(keys)} points not run.)\n\n" if missing else "")
                      + (OWN_TABLES[name](runs) if name in OWN_TABLES else
                         table(pts, COLS[name], METRICS + (QUEUE_METRICS if name == "fig1mem" else [])))
                      + "\n")
-    write_generated(out / "results_tables.md", "\n".join(parts), "# Results: every figure's table")
+    write_generated(doc, "\n".join(parts), "# Results: every figure's table")
 
 
 def write_generated(doc: Path, body: str, title: str) -> None:

@@ -1,4 +1,4 @@
-"""The evaluation protocol of ``sglang-fair lab paper`` (docs/results.md, "Protocol").
+"""The evaluation protocol of ``sglang-fair lab paper`` (docs/evidence/results.md, "Protocol").
 
 A :class:`Point` is one configuration (workload, scenario, D, preset, scheduler, quanta, named load);
 :func:`run_point` simulates it for one seed with arrivals sustained for ``Protocol.duration`` seconds

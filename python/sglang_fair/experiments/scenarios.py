@@ -1,9 +1,10 @@
-"""The sweeps' scenarios and per-run figures (docs/results.md, the light-client sections).
+"""The sweeps' scenarios and per-run figures (docs/evidence/results.md, the light-client sections).
 
 ``flood``: a client floods 48 closed-loop streams of requests sharing a 2,048-token prefix, a
 backlogged client keeps 8 unique 1,024-token requests in flight, two light clients send one short
 unique request at a time (latency per request); 24 running requests at most; the cache holds the
-working set (the CPU engine scenario of docs/serving.md, scaled). ``flood-mem``: the same with a
+working set (the CPU engine scenario of docs/evidence/results_details.md, scaled). ``flood-mem``: the same
+with a
 12,000-token KV pool, so the prefix competes with the rest for memory. ``qa-s1``, ``tot-s1``,
 ``judge-s1``: the papers' workloads, misbehaving client c0 ([1] Table 3), with a KV pool small
 enough that switching clients costs prefix recomputation. ``weighted`` (a closed-loop workload of

@@ -7,7 +7,7 @@ per child): connections queued on a child that dies stay queued for the others i
 reset, and no other process of the same user can join the port. The children are each other's replicas
 (``peers.py``): each publishes its dispatches and finishes on ``ipc://DIR/peer-I`` and hears the
 others', so their per-(client, worker) charges, queue sizes and trees converge within the bound of
-docs/replicas.md. ``DIR`` is a private directory (mode 0700) made at start and removed at exit; each
+docs/design/replicas.md. ``DIR`` is a private directory (mode 0700) made at start and removed at exit; each
 child also answers HTTP on ``DIR/http-I.sock``, so one process's ``/gateway/state`` and ``/metrics``
 can be read (the shared port gives any one of them).
 
@@ -58,7 +58,7 @@ class ProcessConfig:
 
     workers: int = field(default=1, metadata={
         "help": "gateway processes serving --port, sharing what they route over ipc:// (each a whole "
-                "gateway on one core; `--workers $(nproc)` for every core); see docs/gateway.md"})
+                "gateway on one core; `--workers $(nproc)` for every core); see docs/evidence/gateway.md"})
     worker_restarts: int = field(default=5, metadata={
         "help": "with --workers > 1: restarts of dead processes allowed within a minute before the whole "
                 "gateway exits non-zero for its supervisor to restart it"})

@@ -7,8 +7,8 @@
 With keys, in order: an OpenAI chat request with the key gets 200 and a completion; a wrong key and no key
 get 401; ``/fairness`` with the key lists its client with the request counted, and without a key gets 401;
 ``/metrics`` with the key carries every ``sglang_fair:*`` gauge for that client, and with the key of a
-client that is not an admin gets 403. Without keys (docs/deploy.md, "Try it on CPU"): a chat request that
-names its client in ``X-Client-Id`` gets 200, and ``/fairness`` and ``/metrics`` show that client.
+client that is not an admin gets 403. Without keys (docs/guides/deploy.md, "Try it on CPU"): a chat request
+that names its client in ``X-Client-Id`` gets 200, and ``/fairness`` and ``/metrics`` show that client.
 Standard library only, so any python3 on the host runs it. Prints one line per check; the first that
 fails ends the run with exit code 1 and names the check.
 """

@@ -24,7 +24,7 @@ Configurations:
 - ``cache-aware``: SGLang's cache-aware rule in this project's router with ``dlpm_light`` workers;
 - ``rr-light``: SGLang's own round robin with ``dlpm_light`` workers (no router process);
 - ``plugin-fcfs``: SGLang's own round robin and FCFS with the plugin loaded: what the plugin's hooks cost.
-Prints one JSON row per configuration (recorded in docs/benchmarks.md). Needs SGLang
+Prints one JSON row per configuration (recorded in docs/evidence/benchmarks.md). Needs SGLang
 (scripts/install_sglang_cpu.sh) and scripts/make_tiny_model.py's model.
 """
 

@@ -6,16 +6,16 @@
 (``sglang-fair lab gpu-steps`` where the package is installed; the file alone needs only PyTorch.)
 
 No SGLang and no checkpoint: SGLang's GPU kernels (sgl-kernel, FlashInfer) do not travel to the lent
-machines (docs/fidelity.md). The model is the named architecture with random bf16 weights, run as SGLang
-runs a step: a packed batch of new tokens through every layer (RMSNorm, fused QKV, rotary, attention over
-the KV cache, output projection, fused gate/up, SiLU, down), then the LM head and a greedy pick for each
+machines (docs/evidence/fidelity.md). The model is the named architecture with random bf16 weights, run as
+SGLang runs a step: a packed batch of new tokens through every layer (RMSNorm, fused QKV, rotary, attention
+over the KV cache, output projection, fused gate/up, SiLU, down), then the LM head and a greedy pick for each
 request's last token only. Attention is PyTorch's scaled_dot_product_attention (FlashAttention-2 on
 Hopper) with grouped KV heads. Every step is replayed from a CUDA graph, so the times are the GPU's
 alone: SGLang replays decode steps from graphs too, and launches a prefill step's kernels from the CPU
 while the GPU runs them (--eager measures this script's own launches, slower than SGLang's). One K/V
 buffer serves every layer (the bytes read per layer are the same; the buffers are far larger than L2).
 What this leaves out: the scheduler's CPU work between steps, sampling beyond greedy, and FlashInfer's
-paged-KV gathers; docs/fidelity.md says what that means for the preset.
+paged-KV gathers; docs/evidence/fidelity.md says what that means for the preset.
 
 Prints ``requests,new_tokens,context_tokens,attention_pairs,seconds,prefill,prefix_pairs`` rows, the
 median of --repeats timed runs after --warmup runs; progress goes to stderr.

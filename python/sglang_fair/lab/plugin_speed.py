@@ -1,4 +1,4 @@
-"""Benchmarks of the SGLang plugin on CPU; prints the figures (recorded in docs/benchmarks.md).
+"""Benchmarks of the SGLang plugin on CPU; prints the figures (recorded in docs/evidence/benchmarks.md).
 
     sglang-fair lab plugin-speed overhead [--steps 200] [--sizes 100,1000,10000]
         Scheduler overhead per step with 100, 1,000 and 10,000 waiting requests, in one process, on

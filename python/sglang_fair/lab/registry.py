@@ -97,7 +97,7 @@ LABS: tuple[Lab, ...] = (
     *_labs(
         "reports and docs tools",
         ("fair-router", _EXP + "fair_router",
-         "docs/fair_router.md: the default pair against the others, from the runs"),
+         "docs/design/fair_router.md: the default pair against the others, from the runs"),
         ("overlay", _LAB + "overlay", "the service over time of several runs' JSON in one plot"),
         ("page-shot", _LAB + "page_shot",
          "the fairness page under a flood, shot by headless Chromium (README's picture)"),

@@ -13,7 +13,7 @@ loopback PUB -> SUB delay (p50/p99) of Dispatched frames sent at 2,000/s over re
 
 Every replica applies every other's dispatches, so at a total rate of N requests/s each replica spends
 N x (time to apply a notice) on its peers' work whatever the replica count: replicas add relay capacity
-(the gateway's ceiling, ``--gateway-rps``, docs/gateway.md) but not tree capacity. The replica count
+(the gateway's ceiling, ``--gateway-rps``, docs/evidence/gateway.md) but not tree capacity. The replica count
 the sharing holds up to is where the peers' notices take half a core: R x G x t_apply = 0.5.
 """
 
@@ -117,7 +117,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--prompt-tokens", default="200,2000")
     parser.add_argument("--gateway-rps", type=float, default=1000.0,
-                        help="one gateway's relay ceiling, requests/s (docs/gateway.md: 366-1,306)")
+                        help="one gateway's relay ceiling, requests/s (docs/evidence/gateway.md: 366-1,306)")
     parser.add_argument("--json", default="")
     args = parser.parse_args()
     out: dict[str, Any] = {"workers": args.workers, "gateway_rps": args.gateway_rps, "prompts": {}}

@@ -8,8 +8,8 @@
 ``--max-running-requests 8``; the two heavy clients of ``harness.dp_scenario.WeightedWorkload`` keep
 ``--concurrency`` requests each in flight for ``--window`` seconds. Prints the service ratio and, every 5 s,
 each worker's waiting and running requests and DLPM counter per client (its published snapshot); with
-``--json``, every sample. Used for docs/fair_router.md's weighted trace (2026-11-28): 24 in flight on two
-workers leaves the heavy client's queue at a worker empty at moments, and each such moment lets the other
+``--json``, every sample. Used for docs/design/fair_router.md's weighted trace (2026-11-28): 24 in flight on
+two workers leaves the heavy client's queue at a worker empty at moments, and each such moment lets the other
 refill; 48 gives 4:1.
 """
 

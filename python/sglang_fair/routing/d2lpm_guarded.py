@@ -2,8 +2,8 @@
 
 Algorithm 2 (``d2lpm``) sends a request to the least-queued worker holding its *longest* match,
 however short. With a short template shared by every client, the first worker that received it is
-the longest match of every new program, and with a large Q^w all clients stick to it (docs/
-results.md, "Why D²LPM loses throughput at large Q^w"). This variant keeps everything of Alg. 2
+the longest match of every new program, and with a large Q^w all clients stick to it
+(docs/evidence/results_details.md, "D²LPM without herding"). This variant keeps everything of Alg. 2
 that the fairness argument uses (the per-(client, worker) counters, their refill only when all are
 spent, the charges at dispatch and finish, and the rule that only a worker where the client's
 counter is positive, G_avail, may be chosen) and changes only *which* worker of G_avail gets r:

@@ -10,7 +10,7 @@ finishes x the delay); a peer's dispatch is applied with :meth:`RoutingPolicy.ob
 charge, queue size and tree insert as the replica's own). Without it, a replica hears only of its own
 requests' finishes, as gateways that do not share.
 
-What sharing keeps (``docs/replicas.md``): a replica charges a worker only where its view of the
+What sharing keeps (``docs/design/replicas.md``): a replica charges a worker only where its view of the
 client's counter is positive, and a refill adds the same to every worker, so the spread of a client's
 true charges over the workers stays below Q_c + C + Δ (+ the finish charges at a worker since the
 client's last dispatch there, as with one router), Δ the client's charges made by other replicas and

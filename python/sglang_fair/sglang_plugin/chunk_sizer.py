@@ -1,7 +1,7 @@
 """FairBatching's time-budget chunk sizing inside SGLang (``--batch-policy fairbatching``).
 
 SGLang decodes its whole running batch in every decode step and runs a prefill step whenever one
-can be formed (docs/batching.md), so of FairBatching's three phases only the prefill chunk is the
+can be formed (docs/design/batching.md), so of FairBatching's three phases only the prefill chunk is the
 plugin's to choose. Per scheduler step:
 
 - the prefill adder's chunk budget (``PrefillAdder.rem_chunk_tokens``, SGLang's

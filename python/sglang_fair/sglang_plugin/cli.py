@@ -22,7 +22,7 @@ EPILOG = "\n\n".join(textwrap.fill(paragraph, 79, break_on_hyphens=False) for pa
     "weight column in --client-keys). With --dp-size N >= 2, --load-balance-method also accepts "
     f"{', '.join(ROUTER_METHODS)}: the global router (sglang_fair_router) then routes every request; "
     "the --router-* flags configure it.",
-    "Every flag: docs/serving.md. [3]: FairBatching, arXiv:2510.14392.",
+    "Every flag: docs/reference/flags.md. [3]: FairBatching, arXiv:2510.14392.",
 ))
 
 

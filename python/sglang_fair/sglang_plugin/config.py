@@ -31,7 +31,7 @@ ENV_CONFIG = "SGLANG_FAIR_CONFIG"
 ENV_STATE_DIR = "SGLANG_FAIR_STATE_DIR"
 # added to SGLang's --schedule-policy choices; the rest stay SGLang's
 FAIR_POLICIES = ("dlpm", "dlpm_light", "vtc")
-# --batch-policy values a SGLang worker runs (docs/batching.md: SGLang cannot defer decodes)
+# --batch-policy values a SGLang worker runs (docs/design/batching.md: SGLang cannot defer decodes)
 BATCHING_POLICIES = ("sglang", "fairbatching")
 # BatchingConfig fields that have no meaning in SGLang (SLAI's, and [3]'s arrival envelope choice)
 BATCHING_SKIP = ("offset", "offset_high", "memory_threshold", "max_active", "decode_limit", "prefill_order",
@@ -65,7 +65,7 @@ class FairConfig:
                 f"--batch-policy {self.batching.policy!r}: SGLang workers run "
                 f"{' or '.join(BATCHING_POLICIES)} "
                 "(SGLang decodes every running request in every decode step; Sarathi's rule is SGLang's "
-                "--enable-mixed-chunk with --chunked-prefill-size; see docs/batching.md)")
+                "--enable-mixed-chunk with --chunked-prefill-size; see docs/design/batching.md)")
         self.cost()  # a conflict between the flag and the key file is an error at once
         self.bands()
 

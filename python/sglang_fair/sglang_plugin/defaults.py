@@ -57,7 +57,7 @@ def fair_unsupported(server_args: Any) -> list[str]:
 
 def defaults_summary(markdown: bool = False) -> str:
     """What ``serve`` runs when the user chooses no policy, and every feature that turns a default back
-    to SGLang's own: the one list that ``serve --help``, README.md and docs/serving.md give."""
+    to SGLang's own: the one list that ``serve --help``, README.md and docs/guides/serve.md give."""
     def listed(features: Sequence[Feature]) -> str:
         return ", ".join(f.text(markdown) for f in features)
 

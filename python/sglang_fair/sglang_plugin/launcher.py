@@ -43,7 +43,7 @@ def export_environment(config: FairConfig, sglang_args: Sequence[str]) -> None:
     if allowed and PLUGIN_NAME not in {x.strip() for x in allowed.split(",")}:
         os.environ["SGLANG_PLUGINS"] = f"{allowed},{PLUGIN_NAME}"
     if flag_value(sglang_args, "--device") == "cpu":
-        os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")  # SGLang's CPU engine (see docs/serving.md)
+        os.environ.setdefault("SGLANG_USE_CPU_ENGINE", "1")  # SGLang's CPU engine (see docs/guides/serve.md)
 
 
 def check_combination(config: FairConfig, server_args: Any) -> None:

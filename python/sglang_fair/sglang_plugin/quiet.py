@@ -8,7 +8,7 @@
   ``PYTHONWARNINGS``, in SGLang's children.
 
 What stays: warnings and errors, this project's notices, and its one ready line (``ready.py``). What it
-cannot silence is documented in docs/serving.md ("What the log shows").
+cannot silence is documented in docs/guides/serve.md ("What the log shows").
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The router rewrites its view every half second into the link's directory (``--router-state-file``,
 set by ``serve``); the HTTP process answers it here. With ``--client-keys`` only a
 ``--fairness-admins`` key may read it (``edge/admins.py``): it names every client. Its fields:
-docs/deploy.md, "The router". ``--router-http-port`` still serves ``/state`` and ``/metrics`` on a
+docs/guides/deploy.md, "The router". ``--router-http-port`` still serves ``/state`` and ``/metrics`` on a
 port of their own (for Prometheus without a key).
 """
 

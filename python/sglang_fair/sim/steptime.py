@@ -1,6 +1,6 @@
 """Step-time models: how long one forward pass of a batch takes on the simulated GPU.
 
-The linear model (docs/simulator.md derives the presets) is
+The linear model (docs/design/simulator.md derives the presets) is
 
     t = fixed + per_request * requests + per_new_token * new_tokens
           + per_context_token * context_tokens + per_attention_pair * attention_pairs
@@ -14,7 +14,7 @@ steps), and ``prefix_pairs`` the (query, key) pairs among those prefix tokens, p
 SGLang's CPU torch_native backend pads each request's query to its whole KV length and runs causal
 attention over the full square (sglang/srt/layers/attention/torch_native_backend.py,
 ``_run_sdpa_forward_extend``, ``per_req_query_redudant``), so a chunk after a long cached prefix costs
-(p + n)^2/2 pairs, not n*(p + n/2) (docs/fidelity.md). The GPU presets leave both terms 0.
+(p + n)^2/2 pairs, not n*(p + n/2) (docs/evidence/fidelity.md). The GPU presets leave both terms 0.
 Coefficients can be fitted from measured step times with :func:`fit_linear` (least squares, pure
 Python), so one model serves presets, CPU calibrations and GPU measurements.
 """
@@ -133,7 +133,7 @@ ACTIVATION_RESERVE_B = 3e9  # activations, CUDA graphs and workspace
 
 
 def roofline_model(hw: Hardware, model: Model) -> LinearStepModel:
-    """A linear model from hardware and model figures: the derivation in docs/simulator.md."""
+    """A linear model from hardware and model figures: the derivation in docs/design/simulator.md."""
     flops, bw = hw.flops * COMPUTE_EFFICIENCY, hw.bandwidth * MEMORY_EFFICIENCY
     return LinearStepModel(
         fixed=model.params * model.dtype_bytes / bw + STEP_OVERHEAD_S,
@@ -157,7 +157,7 @@ PRESETS: dict[str, tuple[Hardware, Model]] = {
     "a10-llama3b": (A10_24GB, LLAMA_32_3B),  # the single-GPU setting of [1] Fig. 1, 9, 11, 12
     # Fig. 1's single A10 with [1]'s larger model ([1] names no model for Fig. 1): public figures, not
     # measured; kv_capacity_tokens' rule gives (0.88 x 24 GB - 16.06 GB weights - 3 GB) / 128 KiB
-    # = 15,716 tokens, a pool small enough that requests wait for memory (docs/results.md, fig1mem)
+    # = 15,716 tokens, a pool small enough that requests wait for memory (docs/evidence/results.md, fig1mem)
     "a10-llama8b": (A10_24GB, LLAMA_31_8B),
 }
 
@@ -170,7 +170,7 @@ def _measured(hw: Hardware, model: Model, fixed: float, per_new_token: float, pe
     return step, kv_capacity_tokens(hw, model), model.context_len, 8192  # SGLang's chunk at 60-160 GB
 
 
-# Presets fitted from measured step times (docs/fidelity.md has how): (model, KV pool tokens,
+# Presets fitted from measured step times (docs/evidence/fidelity.md has how): (model, KV pool tokens,
 # context length, SGLang's default chunked-prefill size there).
 # cpu-tiny-llama: scripts/make_tiny_model.py's Llama on SGLang 0.5.23's CPU engine (torch_native
 # attention, OMP_NUM_THREADS=1, --max-total-tokens 60000, chunked prefill 4096) on an otherwise idle
