@@ -12,7 +12,7 @@ SGLang's ``--enable-priority-scheduling`` keeps the fair default (it once turned
 SGLang 0.5.23 accepts the flag only with ``fcfs`` or ``lof``): with a fair policy the flag is taken off
 SGLang's arguments, with a notice, and the fair policy orders admission itself (a request's
 ``priority`` reaches the scheduler without the flag and is its band for a tenant with
-``allow_request_priority``, docs/tenants.md); SGLang's priority sort and its priority preemption, which
+``allow_request_priority``, docs/guides/tenants.md); SGLang's priority sort and its priority preemption, which
 would evict running requests past the policy, do not run.
 """
 
@@ -85,7 +85,7 @@ def with_defaults(args: Sequence[str], server_args: Any) -> tuple[list[str], lis
         out = [a for a in out if a != PRIORITY_FLAG]
         notices.append(f"sglang-fair: {PRIORITY_FLAG} with {POLICY_FLAG} {policy}: the fair policy orders "
                        f"admission itself (a request's priority is its band where its tenant allows it, "
-                       f"docs/tenants.md); SGLang's priority sort and preemption do not run")
+                       f"docs/guides/tenants.md); SGLang's priority sort and preemption do not run")
     if find_flag(args, LB_FLAG) is None and (getattr(server_args, "dp_size", 1) or 1) >= 2:
         bad = router_unsupported(server_args)
         if find_flag(args, KV_FLAG) is not None:
