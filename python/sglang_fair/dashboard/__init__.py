@@ -1,2 +1,2 @@
 """The fairness page (``/fairness/ui``) of ``serve`` and of the gateway, the history it draws from, and
-the gateway's ``/fairness`` and ``/metrics`` (docs/guides/serve.md, "Visibility")."""
+the gateway's ``/fairness`` and ``/metrics`` (docs/guides/visibility.md)."""
