@@ -188,9 +188,12 @@ def exported_names() -> set[str]:
     clients = SimpleNamespace(inflight={"a": 1})
     duties = SimpleNamespace(view=lambda: {"health": {"restarts": 1, "running": True}})
     process = ProcessView(0, 2, 1, "http-0.sock", SimpleNamespace(value=1))  # one of --workers 2
+    config = SimpleNamespace(edge=SimpleNamespace(metrics_top_tenants=20))
     gateway = SimpleNamespace(router=SimpleNamespace(clients=clients), failed_over=0, duties=duties,
-                              process=process)
-    page = SimpleNamespace(gateway=gateway, book=SimpleNamespace(view=lambda: {"a": {"requests": 1}}),
+                              process=process, config=config)
+    answers = {"http://a": {"clients": [{"client": "a", "weight": 1.0, "requests": 1}]}}
+    page = SimpleNamespace(gateway=gateway, answers=answers,
+                           book=SimpleNamespace(view=lambda: {"a": {"requests": 1}}),
                            workers=lambda: workers, stale={}, gap=lambda: {"value": 1.0},
                            bound=lambda: {"value": 2.0})
     snapshot = {"tree_tokens": 1, "inflight": 1, "counts": {"dispatched": 1}, "deficits": {"a": [1.0]},
