@@ -135,7 +135,7 @@ def test_profiles_and_files(compose: dict[str, Any]) -> None:
                     assert (DOCKER / source).exists(), f"{name}: {source}"
             else:
                 assert source in compose["volumes"], f"{name}: undeclared volume {source}"
-    doc = (ROOT / "docs" / "guides" / "deploy.md").read_text()
+    doc = "".join((ROOT / "docs" / "guides" / d).read_text() for d in ("deploy.md", "fleet.md"))
     for made in ("docker/keys.txt", "docker/gateway.token", "sglang-fair keys docker/feedback-keys"):
         assert made in doc, made  # the doc says to create them
 

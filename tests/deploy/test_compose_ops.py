@@ -267,7 +267,8 @@ def mounts(compose: dict[str, Any], name: str) -> dict[str, str]:
 
 def test_the_deploy_docs_show_the_files_that_run_and_every_gateway_metric() -> None:
     docs = DOCKER.parent / "docs"
-    doc = (docs / "guides" / "deploy.md").read_text() + (docs / "reference" / "metrics.md").read_text()
+    pages = ("guides/deploy.md", "guides/fleet.md", "reference/metrics.md")
+    doc = "".join((docs / d).read_text() for d in pages)
     assert f"```haproxy\n{HAPROXY_CFG.read_text()}```" in doc  # the lines the deploy guide shows are run
     assert f"```yaml\n{(DOCKER / 'prometheus' / 'alerts.yml').read_text()}```" in doc
     named = set(re.findall(r"sglang_fair_gateway_\w+", doc))

@@ -1,6 +1,6 @@
-"""docs/guides/deploy.md and the figures' reference it links (docs/reference/metrics.md) name only figures
-that exist: every ``sglang_fair:*`` gauge, every router metric and ``/state`` key and every ``/fairness``
-figure they mention (alerts included) is produced by the code."""
+"""docs/guides/deploy.md, fleet.md and the figures' reference they link (docs/reference/metrics.md) name only
+figures that exist: every ``sglang_fair:*`` gauge, every router metric and ``/state`` key and every
+``/fairness`` figure they mention (alerts included) is produced by the code."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from sglang_fair.sglang_plugin.client_gauges import FIGURES
 from sglang_fair_router.http import prometheus_text
 from sglang_fair_router.state import RouterState
 
-DOC = "\n".join((ROOT / "docs" / d).read_text() for d in ("guides/deploy.md", "reference/metrics.md"))
+DOC = "\n".join((ROOT / "docs" / d).read_text() for d in ("guides/deploy.md", "guides/fleet.md",
+                                                                 "reference/metrics.md"))
 
 
 def router_snapshot() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """HAProxy in front of the gateway replicas of a :class:`~sglang_fair.harness.cluster.Cluster` (the chaos
 run, the soak and their tests): Debian's ``haproxy`` with the repository's ``docker/haproxy/haproxy.cfg``,
-the file the compose fleet profiles run and docs/guides/deploy.md shows, its addresses from the environment.
+the file the compose fleet profiles run and docs/guides/fleet.md shows, its addresses from the environment.
 
 Clients send to :attr:`Balancer.url`; HAProxy checks each gateway's ``/health`` every second, takes one
 out after two failed checks and back after two passed ones, and retries on the other gateway only a
