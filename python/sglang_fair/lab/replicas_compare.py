@@ -3,8 +3,9 @@
     sglang-fair lab replicas-compare --model DIR [--window 40] [--modes one,shared,apart]
         [--json results/compare_replicas.json]
 
-Two ``sglang-fair serve`` instances (one worker each, one OpenMP thread each, ``dlpm_light`` with
-Q^u 2048, client weights ``heavy-a=4,heavy-b=1``, trusting the gateways' token). Per mode, fresh gateways
+Two ``sglang-fair serve`` instances (one worker each, one OpenMP thread each, ``dlpm_light`` with its
+default Q^u in time, client weights ``heavy-a=4,heavy-b=1``, trusting the gateways' token; until
+2026-11-28 Q^u was 2,048 units here, the default then being 65,536). Per mode, fresh gateways
 (``fair_cache_aware``, the same weights): ``one`` a single gateway; ``shared`` two linked by their
 peer ports; ``apart`` two without. The load goes to the gateways in turn, request by request (a
 round-robin load balancer). Two heavy clients of weights 4 and 1 keep 24 ``/generate`` requests each
@@ -38,8 +39,7 @@ from sglang_fair.lab.gateway_compare import (
 from sglang_fair.metrics.stats import jain_index, percentile
 
 WEIGHTS = "heavy-a=4,heavy-b=1"
-SERVER_ARGS = ("--max-running-requests", "8", "--max-total-tokens", "6000", "--client-weights", WEIGHTS,
-               "--fair-quantum", "2048")  # a 40 s window is ~30k of service a client: Q^u 65536 never binds
+SERVER_ARGS = ("--max-running-requests", "8", "--max-total-tokens", "6000", "--client-weights", WEIGHTS)
 MODES = {"one": 1, "shared": 2, "apart": 2}
 
 
