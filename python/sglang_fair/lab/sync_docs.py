@@ -61,6 +61,15 @@ def cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
+def portable(text: str) -> str:
+    """``text`` with the installed package's own folder written as the package's name (a default such
+    as the data folder is a path in the checkout or environment at hand)."""
+    import sglang_fair
+
+    package = Path(sglang_fair.__file__).resolve().parent
+    return text.replace(str(package), "sglang_fair")
+
+
 def flag_table(parser: argparse.ArgumentParser) -> str:
     """One row per option of ``parser`` (``--help`` itself left out): its spellings, default and help,
     the help as ``--help`` prints it with its ``(default: ...)`` moved to its own column."""
@@ -76,7 +85,7 @@ def flag_table(parser: argparse.ArgumentParser) -> str:
             text += f" (one of: {', '.join(str(c) for c in action.choices)})"
         default = action.default
         default = "none" if default in ("", None) or default is argparse.SUPPRESS else f"`{default}`"
-        rows.append(f"| {flags} | {cell(str(default))} | {cell(text)} |")
+        rows.append(f"| {flags} | {cell(portable(str(default)))} | {cell(portable(text))} |")
     return "\n".join(rows)
 
 
