@@ -101,3 +101,19 @@ def test_the_gateway_bounds_the_tenants_summed_over_its_servers() -> None:
     assert len(service) == K + 1 and sum(service.values()) == pytest.approx(total)
     assert sum(labels(text, "sglang_fair_tenant_in_flight", "tenant").values()) == 3
     assert len(tenant_rows(page)) == K + 5  # negative control: one row (label) per tenant unbounded
+
+
+def test_an_openmetrics_scrape_gets_the_series_before_its_eof() -> None:
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
+
+    from sglang_fair.metrics.tenant_series import with_tenant_series
+
+    rows = rows_of(K + 5, 3)
+    sglang = b'# TYPE sglang_fair:service gauge\nsglang_fair:service{client="t0"} 1.0\n# EOF\n'
+    body = with_tenant_series(sglang, lambda: rows, K).decode()
+    assert body.count("# EOF") == 1 and body.endswith("# EOF\n")
+    families = {f.name: f for f in parse_openmetrics(body)}  # Prometheus's OpenMetrics parser accepts it
+    assert len(families["sglang_fair_tenant_service"].samples) == K + 1
+    assert "sglang_fair:service" in families
+    with pytest.raises(ValueError):  # negative control: the series appended after the EOF, as before
+        list(parse_openmetrics((sglang + tenant_metrics_text(lambda: rows, K)).decode()))

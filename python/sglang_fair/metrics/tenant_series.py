@@ -21,6 +21,7 @@ from typing import Any
 from sglang_fair.edge.asgi import ASGIApp, Message, Receive, Scope, Send
 
 OTHER = "__other__"
+EOF = b"# EOF"
 PREFIX = "sglang_fair_tenant_"
 FIGURES = ("service", "requests", "input_tokens", "output_tokens", "waiting", "running", "in_flight")
 Rows = Mapping[str, Mapping[str, Any]]
@@ -61,13 +62,26 @@ class TenantCollector:
                 yield family
 
 
-def tenant_metrics_text(rows: Callable[[], Rows], k: int) -> bytes:
-    """The Prometheus text exposition of :class:`TenantCollector`."""
+def tenant_metrics_text(rows: Callable[[], Rows], k: int, openmetrics: bool = False) -> bytes:
+    """The Prometheus text exposition of :class:`TenantCollector` (``openmetrics``: the OpenMetrics one,
+    which ends in ``# EOF``)."""
     from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.openmetrics import exposition
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(TenantCollector(rows, k))
+    if openmetrics:
+        return bytes(exposition.generate_latest(registry))  # type: ignore[no-untyped-call]
     return generate_latest(registry)
+
+
+def with_tenant_series(body: bytes, rows: Callable[[], Rows], k: int) -> bytes:
+    """SGLang's ``/metrics`` text with the tenant series added: after it in the Prometheus text format,
+    before its closing ``# EOF`` in OpenMetrics (what Prometheus asks for; nothing may follow the EOF)."""
+    end = body.rfind(EOF)
+    if end < 0 or body[end + len(EOF):].strip():
+        return body + tenant_metrics_text(rows, k)
+    return body[:end] + tenant_metrics_text(rows, k, openmetrics=True)
 
 
 class TenantMetricsMiddleware:
@@ -101,7 +115,7 @@ class TenantMetricsMiddleware:
         if start is None:
             return
         if start.get("status") == 200:
-            body += tenant_metrics_text(self.rows, self.k)
+            body = with_tenant_series(body, self.rows, self.k)
         headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
         await send({**start, "headers": [*headers, (b"content-length", str(len(body)).encode())]})
         await send({"type": "http.response.body", "body": body, "more_body": False})
