@@ -167,7 +167,17 @@ def _measured(hw: Hardware, model: Model, fixed: float, per_new_token: float, pe
     step = LinearStepModel(fixed=fixed, per_request=0.0, per_new_token=per_new_token,
                            per_context_token=per_context_token, per_attention_pair=per_attention_pair,
                            name=f"{model.name}@{hw.name} (measured)")
-    return step, kv_capacity_tokens(hw, model), model.context_len, 8192  # SGLang's chunk at 60-160 GB
+    return step, kv_capacity_tokens(hw, model), model.context_len, chunk_for_memory(hw.memory)
+
+
+def chunk_for_memory(memory: float) -> int:
+    """SGLang 0.5.23's default --chunked-prefill-size on a GPU of ``memory`` bytes
+    (sglang/srt/arg_groups/memory_hook.py, _handle_gpu_memory_settings)."""
+    gib = memory / 2**30
+    for below, size in ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192)):
+        if gib < below:
+            return size
+    return 16384
 
 
 # Presets fitted from measured step times (docs/evidence/fidelity.md has how): (model, KV pool tokens,
@@ -208,11 +218,7 @@ def sglang_chunk_size(name: str) -> int:
     (sglang/srt/arg_groups/memory_hook.py, _handle_gpu_memory_settings), 4096 where it knows none."""
     if name in FITTED:
         return FITTED[name][3]
-    gib = PRESETS[name][0].memory / 2**30
-    for below, size in ((20, 2048), (35, 4096), (60, 4096), (90, 8192), (160, 8192)):
-        if gib < below:
-            return size
-    return 16384
+    return chunk_for_memory(PRESETS[name][0].memory)
 
 
 def sglang_max_running(name: str, kv_tokens: int) -> int:
