@@ -50,7 +50,8 @@
 # SGLANG_FAIR_CHECK_STORAGE_DRIVER (dockerd's choice; vfs where overlay2 cannot mount), SGLANG_FAIR_CHECK_WHEELS
 # (a folder with the CPU torch wheel; default: pip's find-links folders), SGLANG_FAIR_CHECK_PYTHON312
 # (a self-contained Python 3.12 prefix for the SGLang stand-in; default: python3.12's), SGLANG_FAIR_CHECK_SGLANG_IMAGE
-# (a real SGLang image to build docker/Dockerfile on instead of the stand-in), SGLANG_FAIR_CHECK_MIN_FREE_GB (20).
+# (a real SGLang image to build docker/Dockerfile on instead of the stand-in), SGLANG_FAIR_CHECK_MIN_FREE_GB (20)
+# and SGLANG_FAIR_CHECK_MIN_FREE_PREPARED_GB (8: when a --prepare run left every image, the run builds from cache).
 # shellcheck disable=SC2015,SC2016  # `A && B || die` is meant; single quotes: expanded in the container
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -69,7 +70,11 @@ NICE="${SGLANG_FAIR_CHECK_NICE:-19}"
 STORAGE_DRIVER="${SGLANG_FAIR_CHECK_STORAGE_DRIVER:-}"
 PYTHON312_PREFIX="${SGLANG_FAIR_CHECK_PYTHON312:-}"
 MIN_FREE_GB="${SGLANG_FAIR_CHECK_MIN_FREE_GB:-20}"
+MIN_FREE_PREPARED_GB="${SGLANG_FAIR_CHECK_MIN_FREE_PREPARED_GB:-8}"  # a run on prepared images used under 5
 PULL_TIMEOUT=120
+# compose's client gives the engine 60 s per request; on 2 cores busy booting two servers the engine answered later
+# (CI, stop 50: "Read timed out" creating gateway-2). A user's own setting wins.
+export COMPOSE_HTTP_TIMEOUT="${COMPOSE_HTTP_TIMEOUT:-600}" DOCKER_CLIENT_TIMEOUT="${DOCKER_CLIENT_TIMEOUT:-600}"
 DEBIAN_MIRROR="http://deb.debian.org/debian"
 OFFICIAL_PYTHON="python:3.11.7-slim-bookworm"
 LOCAL_DEBIAN="sglang-fair-local/debian:bookworm"
@@ -79,6 +84,10 @@ OFFICIAL_DEBIAN="debian:bookworm-slim"
 OPS_IMAGES=(sglang-fair-haproxy:0.1.0 sglang-fair-prometheus:0.1.0)  # the compose file's names for them
 CPU_IMAGE="sglang-fair-cpu:0.1.0"  # the compose file's name for it
 GPU_IMAGE="sglang-fair:0.1.0-check"
+all_images_present() {
+  local image
+  for image in "$CPU_IMAGE" "$GPU_IMAGE" "${OPS_IMAGES[@]}"; do have_image "$image" || return 1; done
+}
 PROJECT="sglang-fair-check"
 GPU_VOLUMES=(sglang-fair-check-models sglang-fair-check-hf)
 ENGINE_PID=/run/sglang-fair-check-dockerd.pid
@@ -97,6 +106,13 @@ compose() {  # the cpu profile's build as this check runs it (docker/compose.che
 plain() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile cpu "$@"; }  # as users run it
 fleet() { "${COMPOSE[@]}" -p "$PROJECT" -f "$ROOT/docker/compose.yaml" --profile fleet-cpu "$@"; }  # as users run it
 monitored() { fleet --profile monitoring "$@"; }  # the fleet with Prometheus beside it
+up_detached() {  # `RUN up -d --no-build ARGS` into LOG; once more if the engine answered after compose gave up
+  local run="$1" log="$2"; shift 2
+  "$run" up -d --no-build "$@" >"$log" 2>&1 && return 0
+  grep -q "timed out" "$log" || return 1
+  say "compose up: $(grep -m1 -o '[A-Za-z]* timed out.*' "$log"); up once more (it is idempotent)"
+  "$run" up -d --no-build "$@" >>"$log" 2>&1
+}
 lab() {  # sglang-fair's probes (`sglang-fair lab NAME`), standard library only: any python3 on the host
   PYTHONPATH="$ROOT/python" python3 -m sglang_fair.lab "$@"
 }
@@ -168,7 +184,10 @@ for profile in gpu dp cpu fleet fleet-cpu monitoring; do  # the file users run, 
 done
 say "compose: $COMPOSE_NAME; docker/compose.yaml valid for it (profiles gpu, dp, cpu, fleet, fleet-cpu, monitoring)"
 free_gb="$(df -P --block-size=1G "$(docker info -f '{{.DockerRootDir}}')" | awk 'NR == 2 {print $4}')"
-(( free_gb >= MIN_FREE_GB )) || die "$free_gb GB free under $(docker info -f '{{.DockerRootDir}}'), the check needs $MIN_FREE_GB"
+need_gb="$MIN_FREE_GB" made="nothing made yet"
+if all_images_present; then need_gb="$MIN_FREE_PREPARED_GB" made="images already built"; fi
+(( free_gb >= need_gb )) || die "$free_gb GB free under $(docker info -f '{{.DockerRootDir}}'), the check needs $need_gb ($made)"
+say "disk: $free_gb GB free, $need_gb needed ($made)"
 
 step bases
 if official_image "$OFFICIAL_PYTHON"; then
@@ -271,7 +290,7 @@ chmod 0644 "$SGLANG_FAIR_KEYS"
 
 step fleet-up  # docs/guides/deploy.md, "Several nodes": two servers and the gateway, started by one command
 up_start="$(date +%s)"  # compose starts both servers at once and the gateway once both are healthy
-fleet up -d --no-build >"$WORK/up-fleet.log" 2>&1 || die "compose up (fleet-cpu) failed: $(tail -5 "$WORK/up-fleet.log")"
+up_detached fleet "$WORK/up-fleet.log" || die "compose up (fleet-cpu) failed: $(tail -5 "$WORK/up-fleet.log")"
 CONTAINER="$(service_container sglang-fair-cpu-a)"
 B_CONTAINER="$(service_container sglang-fair-cpu-b)"
 GATEWAY="$(service_container sglang-fair-cpu-gateway)"
@@ -285,7 +304,7 @@ waited="$(wait_health "$GATEWAY_2" healthy 300)"
 say "gateway-2 healthy $waited s later (published on $GATEWAY_PORT_2)"
 LB="$(service_container sglang-fair-cpu-lb)"
 waited="$(wait_health "$LB" healthy 60)"
-monitored up -d --no-build prometheus >"$WORK/up-monitoring.log" 2>&1 || die "compose up prometheus failed: $(tail -5 "$WORK/up-monitoring.log")"
+up_detached monitored "$WORK/up-monitoring.log" prometheus || die "compose up prometheus failed: $(tail -5 "$WORK/up-monitoring.log")"
 PROMETHEUS="$(monitored ps -q prometheus)"
 waited="$(wait_health "$PROMETHEUS" healthy 120)"
 say "HAProxy healthy (published on $LB_PORT), Prometheus healthy (on $PROMETHEUS_PORT)"
@@ -395,7 +414,7 @@ step fleet-down
 down_and_check monitored
 
 step try  # docs/guides/deploy.md, "Try it on CPU": compose.yaml alone, no keys file, clients named by a header
-plain up -d --no-build >"$WORK/up-plain.log" 2>&1 || die "compose up failed: $(tail -5 "$WORK/up-plain.log")"
+up_detached plain "$WORK/up-plain.log" || die "compose up failed: $(tail -5 "$WORK/up-plain.log")"
 CONTAINER="$(plain ps -q sglang-fair-cpu)"
 [[ -n "$CONTAINER" ]] || die "compose ps shows no sglang-fair-cpu container"
 waited="$(wait_health "$CONTAINER" healthy 600)"  # an assignment: a failed wait ends the run

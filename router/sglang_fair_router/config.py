@@ -1,4 +1,4 @@
-"""Configuration of the router service: endpoints, liveness and its HTTP view.
+"""Configuration of the router service: endpoints, liveness, its HTTP view and its tenant file.
 
 Its flags are ``--router-...`` wherever they appear (``sglang-fair router`` and ``sglang-fair serve``),
 derived from this one declaration, as the routing policy's are from ``RouterConfig``.
@@ -36,6 +36,10 @@ class ServiceConfig:
                                      "(0: no limit; serve sets --client-max-queued x the workers)"})
     http_port: int = field(default=0, metadata={"help": "port of /state and /metrics (0: off)"})
     http_host: str = field(default="127.0.0.1", metadata={"help": "address /state and /metrics bind to"})
+    client_keys: str = field(default="", metadata={
+        "help": "tenant file (as --client-keys of serve and the gateway): its weights, merged with "
+                "--client-weights, are the router's, looked at again every half second and on SIGHUP "
+                "(serve gives it its own --client-keys; empty: --client-weights only)"})
     state_file: str = field(default="", metadata={
         "help": "file the router rewrites with its /state view every half second (serve reads it for "
                 "GET /fairness/router; empty: none)"})

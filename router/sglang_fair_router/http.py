@@ -38,6 +38,11 @@ class SnapshotCollector(Collector):
             for worker, value in enumerate(q):
                 deficit.add_metric([client, str(worker)], value)
         yield deficit
+        weight = GaugeMetricFamily(f"{PREFIX}_client_weight", "the client's weight (clients not named: 1)",
+                                   labels=["client"])
+        for client, value in snap.get("weights", {}).items():
+            weight.add_metric([client], value)
+        yield weight
         latency = snap.get("submit_to_dispatch_us")
         if latency:
             family = GaugeMetricFamily(f"{PREFIX}_dispatch_us", "submit-to-dispatch time inside the router",

@@ -13,6 +13,8 @@ for again each time the worker is heard from after the last ask, up to ``HELLO_A
 worker of protocol 2 never answers). Sends never block (``outbox.py``): a worker that stops
 reading gets a bounded backlog, then its new requests fail with a reason instead of stalling the
 loop; a worker declared dead gets a fresh socket.
+The loop's liveness check (every half second) also polls the tenant file's reloader, where one is given
+(``tenants.py``): a reload happens between two messages, never inside one.
 Each dispatch's time inside the router (Submit frame received -> Dispatch sent) is counted in a
 1 us histogram, summarised in the snapshot as ``submit_to_dispatch_us``.
 """
@@ -33,6 +35,7 @@ from typing import Any
 
 import zmq
 
+from sglang_fair.edge.reload import TenantReloader
 from sglang_fair.routing import NoWorkerError, RoutingPolicy
 from sglang_fair.routing.clients import ClientOverLimit
 from sglang_fair_router import frontend_msgs as fm
@@ -75,10 +78,11 @@ class LatencyHistogram:
 
 class RouterService:
     def __init__(self, config: ServiceConfig, policy: RoutingPolicy,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, tenants: TenantReloader | None = None) -> None:
         config.require_endpoints()
         self.config = config
         self.clock = clock
+        self.tenants = tenants
         self.state = RouterState(policy, config.heartbeat_timeout, config.stall_timeout, config.client_ttl,
                                  config.client_max_inflight)
         self.ctx: zmq.Context[zmq.Socket[bytes]] = zmq.Context.instance()
@@ -134,11 +138,20 @@ class RouterService:
                 self._check_liveness(now)
                 self._ask_again()
                 self.state.expire(now)
+                self._reload_tenants(now)
                 self._state_view = self._view()
                 self._write_state()
                 gc.freeze()
                 last_check = now
         self.close()
+
+    def _reload_tenants(self, now: float) -> None:
+        if self.tenants is None:
+            return
+        try:
+            self.tenants.poll(now)
+        except Exception:  # a reload that fails is logged; routing goes on with the weights in force
+            log.exception("reloading the tenant file %s failed", self.tenants.path)
 
     def _write_state(self) -> None:
         """Rewrite ``--router-state-file`` (atomically) with :attr:`snapshot`, for ``serve``'s main port."""

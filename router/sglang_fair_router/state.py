@@ -219,7 +219,8 @@ class RouterState:
         return None
 
     def snapshot(self) -> dict[str, Any]:
-        """The read-only view served as JSON: tree size, per-worker queues and cache estimate, q."""
+        """The read-only view served as JSON: tree size, per-worker queues and cache estimate, q, and
+        the client weights in force (the tenant file's after a reload)."""
         policy, tree = self.policy, self.policy.tree
         return {
             "policy": policy.name,
@@ -237,6 +238,7 @@ class RouterState:
                 for w in policy.workers
             ],
             "deficits": policy.counter_view(),
+            "weights": dict(policy.config.cost.client_weights),
         }
 
 

@@ -22,6 +22,7 @@ from deploy_support import DOCKER
 from test_compose import FLEET_CPU_GATEWAYS, FLEET_CPU_SERVERS, entrypoint
 
 from sglang_fair.dashboard.gateway_metrics import metrics_text
+from sglang_fair.gateway.metrics_sum import merge
 from sglang_fair.gateway.processes import ProcessView
 from sglang_fair.harness.server import free_ports
 from sglang_fair.sglang_plugin.client_gauges import FIGURES
@@ -202,7 +203,8 @@ def exported_names() -> set[str]:
                 "submit_to_dispatch_us": {"p50": 1, "p99": 2, "p999": 3}}
     for text in (metrics_text(page), prometheus_text(lambda: snapshot)):  # type: ignore[arg-type]
         names |= sample_names(text.decode())
-    return names
+    merged = merge({0: metrics_text(page).decode()}, 0)  # type: ignore[arg-type]  # the shared port's
+    return names | sample_names(merged.decode())
 
 
 def sample_names(text: str) -> set[str]:

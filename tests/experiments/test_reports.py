@@ -23,7 +23,8 @@ def test_render_writes_figures_and_generated_section(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from dataclasses import asdict
 
-    from sglang_fair.experiments.paper_plots import BEGIN, END, render
+    from sglang_fair.experiments.paper_plots import render
+    from sglang_fair.experiments.paper_tables import BEGIN, END
     from sglang_fair.experiments.protocol import KEYS, Point
 
     def row(p: Point, seed: int, thr: float) -> dict:
@@ -56,7 +57,8 @@ def test_render_shows_the_queue_figures_of_fig1mem_only(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from dataclasses import asdict
 
-    from sglang_fair.experiments.paper_plots import BEGIN, END, render
+    from sglang_fair.experiments.paper_plots import render
+    from sglang_fair.experiments.paper_tables import BEGIN, END
     from sglang_fair.experiments.protocol import KEYS, Point
 
     pts = {"fig1": [Point("tot", "s1", preset="a10-llama3b", policy="vtc")],
@@ -77,7 +79,8 @@ def test_render_orders_loads_and_splits_the_load_sweep_per_d(tmp_path: Path) -> 
     pytest.importorskip("matplotlib")
     from dataclasses import asdict
 
-    from sglang_fair.experiments.paper_plots import BEGIN, END, render
+    from sglang_fair.experiments.paper_plots import render
+    from sglang_fair.experiments.paper_tables import BEGIN, END
     from sglang_fair.experiments.protocol import KEYS, Point
 
     pts = {"fig1": [Point("tot", "s1", policy="vtc", load=ld) for ld in ("above", "below")],

@@ -229,6 +229,16 @@ def test_a_server_gone_after_discovery_is_a_503_naming_it_and_frees_the_queue() 
     run(scenario)
 
 
+def test_a_request_that_cannot_be_sent_frees_the_queue() -> None:
+    with Running(FakeSGLang()) as urls:
+        async def scenario() -> None:
+            async with gateway_at(config(urls)) as (url, gateway):
+                status, _ = await post(url + "/v1/chat/completions", {**CHAT, "user": "bad\x01name"})
+                assert status == 500  # its client name cannot be a header to the server
+                assert gateway.router.policy.queue == [0]
+        run(scenario)
+
+
 def test_requests_not_started_on_a_gone_server_are_served_by_another() -> None:
     gone, live = FakeSGLang(dp_size=2), FakeSGLang()
     with Running(live) as live_urls:

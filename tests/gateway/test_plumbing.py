@@ -71,7 +71,7 @@ async def hello(scope: dict[str, Any], receive: Any, send: Any) -> None:
         return
     while (await receive()).get("more_body"):
         pass
-    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
     await send({"type": "http.response.body", "body": b"ok"})
 
 
@@ -117,6 +117,68 @@ def test_a_head_over_the_bound_is_refused_under_httptools_as_under_h11() -> None
         assert status(port, 2 * MAX_HEAD_BYTES) in (0, 400)
     with uvicorn_with(HttpToolsProtocol) as port:  # the negative control: httptools alone serves it
         assert status(port, 200_000) == 200
+
+
+class Wire:
+    """A transport that keeps each write."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.writes.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def test_a_whole_answer_goes_out_in_one_write_and_everything_else_at_once() -> None:
+    from sglang_fair.gateway.plumbing import HeadWithBody
+
+    head = b"HTTP/1.1 200 OK\r\ndate: x\r\ncontent-length: 2\r\ncontent-type: application/json\r\n\r\n"
+    wire = Wire()
+    HeadWithBody(wire).write(head)
+    assert wire.writes == []  # held for the body
+    held = HeadWithBody(wire)
+    held.write(head)
+    held.write(b"{}")
+    assert wire.writes == [head + b"{}"]
+    stream = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n"
+    for first in (stream, b"HTTP/1.1 100 Continue\r\n\r\n"):  # a stream's head, an interim answer
+        wire = Wire()
+        HeadWithBody(wire).write(first)
+        assert wire.writes == [first]
+    wire = Wire()
+    cut = HeadWithBody(wire)
+    cut.write(head)
+    cut.close()  # an application that failed after its answer began: the head, then the close
+    assert wire.writes == [head] and cut.is_closing()
+
+
+def test_answers_to_posts_and_heads_are_whole_through_uvicorn(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("httptools")
+    from sglang_fair.gateway import plumbing
+
+    writes: list[bytes] = []
+
+    class Tapped(plumbing.HeadWithBody):
+        def write(self, data: bytes) -> None:
+            writes.append(data)
+            super().write(data)
+
+    monkeypatch.setattr(plumbing, "HeadWithBody", Tapped)
+    with uvicorn_with(plumbing.bounded_httptools()) as port:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+        for method in ("POST", "HEAD", "POST", "GET"):
+            conn.request(method, "/", body=b"x" if method == "POST" else None)
+            resp = conn.getresponse()
+            assert (resp.status, resp.read()) == (200, b"" if method == "HEAD" else b"ok"), method
+        conn.close()
+    assert len(writes) == 4 and writes[1::2] == [b"ok", b"ok"]  # the two POSTs' answers went through it
 
 
 def test_fast_plumbing_names_what_it_uses() -> None:

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 from fake_sglang import FakeSGLang, Running
+from prometheus_client.parser import text_string_to_metric_families
 
 from sglang_fair.cli import main
 from sglang_fair.harness.server import free_port
@@ -180,6 +181,38 @@ def test_two_processes_serve_one_port_and_see_each_others_requests() -> None:
         assert gw.proc.wait(30) == 0
         assert not any(alive(pid) for pid in pids)
         assert not os.path.exists(gw.directory)
+
+
+def counters(text: str, *names: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """The samples of families ``names`` in a ``/metrics`` text, by (name, labels)."""
+    return {(s.name, frozenset(s.labels.items())): s.value for family in text_string_to_metric_families(text)
+            if family.name in names for s in family.samples}
+
+
+def test_the_shared_ports_metrics_are_the_sum_of_the_processes_own() -> None:
+    """Requests until both processes served some; then the shared port's request counters equal the
+    sum of the two Unix sockets' own (any one process alone, what the port answered before, has fewer:
+    the control), ``?process=self`` is one process's own, and both processes answered."""
+    names = ("sglang_fair_gateway_client_answers", "sglang_fair_gateway_worker_routed")
+    with Running(FakeSGLang(), FakeSGLang()) as urls, gateway(urls, "--workers", "2") as gw:
+        sent = 0
+        while sent < 8 or not all(sum(w["routed"] for w in s["workers"]) for s in gw.states()):
+            assert chat(gw.port, f"c{sent % 3}") == 200 and sent < 200, "one process served every request"
+            sent += 1
+        own = [get(f"{gw.directory}/http-{i}.sock", "/metrics").decode() for i in range(2)]
+        parts = [counters(text, *names) for text in own]
+        summed = {k: parts[0].get(k, 0.0) + parts[1].get(k, 0.0) for k in parts[0].keys() | parts[1].keys()}
+        with urllib.request.urlopen(f"http://127.0.0.1:{gw.port}/metrics", timeout=10) as resp:
+            shared = resp.read().decode()
+        assert counters(shared, *names) == summed
+        assert sum(v for (n, _), v in summed.items() if n.endswith("routed_total")) == sent
+        assert all(part != summed for part in parts)  # the control: one process alone is not the whole
+        assert "sglang_fair_gateway_processes_answered 2.0" in shared
+        with urllib.request.urlopen(f"http://127.0.0.1:{gw.port}/metrics?process=self", timeout=10) as resp:
+            alone = counters(resp.read().decode(), *names)
+        assert alone in parts
+        gw.proc.send_signal(signal.SIGTERM)
+        assert gw.proc.wait(30) == 0
 
 
 def test_a_killed_process_is_started_again_and_counted() -> None:

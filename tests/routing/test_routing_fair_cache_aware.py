@@ -44,6 +44,23 @@ def test_new_work_goes_where_the_client_has_credit() -> None:
     assert r.route(Q(3, "a", [6] * 60)) == 0  # none left: both refilled, the smaller tree (0: 60 < 70)
 
 
+@pytest.mark.parametrize("case", ["one-at-a-time", "negative-control-forgotten", "a-stream"])
+def test_a_client_of_one_request_at_a_time_comes_back_to_its_worker(case: str) -> None:
+    """Where its return is awaited (dlpm_light's change 4). Forgotten, the smaller tree alternates it; a
+    client that once had two requests in flight is placed as new work always was."""
+    r = fair(quantum=10_000, quantum_s=0, **NO_SPILL)
+    if case == "a-stream":
+        for w in [r.route(Q(90 + i, "chat", [50 + i] * 20)) for i in range(2)]:
+            r.on_finish(w, "chat", 8)
+    placed = []
+    for i in range(6):
+        if case == "negative-control-forgotten":
+            r.last_worker.clear()
+        placed.append(r.route(Q(i, "chat", [100 + i] * 20)))
+        r.on_finish(placed[-1], "chat", 8)
+    assert len(set(placed)) == (1 if case == "one-at-a-time" else 2)
+
+
 def test_a_hot_prefix_spreads_as_its_holder_fills() -> None:
     r = fair(workers=4)
     for w in range(4):

@@ -32,12 +32,13 @@ class Req:
     prefix_len: int = 0
     output_ids: list[int] = field(default_factory=list)
     kv: Any = field(default_factory=lambda: type("KV", (), {"holds_kv": False})())
+    done: bool = False
 
     def init_next_round_input(self, tree_cache: dict[str, int]) -> None:
         self.prefix_len = tree_cache.get(self.routing_key, 0)  # the radix match: cached per client
 
     def finished(self) -> bool:
-        return False
+        return self.done
 
 
 @dataclass
@@ -131,3 +132,41 @@ def test_out_of_tokens_stops_admission_and_marks_the_batch_full() -> None:
     adder, _ = prefill_step(scheduler, state_for("fcfs"), tokens=25)  # h0 (10), h1 (10), then h2 misses
     assert [r.rid for r in adder.can_run_list] == ["h0", "h1"]
     assert adder.running_batch.batch_is_full
+
+
+@pytest.mark.parametrize("reserve_s", [30.0, 0.0], ids=["reserve", "negative-control-no-reserve"])
+def test_the_band_reserve_reads_the_schedulers_free_rows(reserve_s: float) -> None:
+    """The reserve (``admission/headroom.py``) in the scheduler: the worker's slots are the running
+    requests plus the rows ``get_num_allocatable_reqs`` leaves. Two chats (band 0) and a batch flood
+    (band 2) on four slots; once the chats finish, their two slots stay free for the next chat until the
+    band has been quiet for the window."""
+    now = [0.0]
+    config = AdmissionConfig("dlpm_light", quantum=1000.0, client_bands={"chat": 0, "etl": 2},
+                             band_reserve_s=reserve_s)
+    state = FairState(make_admission_policy(config), clock=lambda: now[0])
+    chats = [Req(f"c{i}", "chat", list(range(20))) for i in range(3)]
+    etl = [Req(f"e{i}", "etl", list(range(100 + i, 120 + i))) for i in range(8)]
+    scheduler = Scheduler([*chats[:2], *etl], {}, slots=4)
+
+    def step(free: int) -> list[str]:
+        scheduler.slots = free
+        adder, _ = prefill_step(scheduler, state, tokens=10_000)
+        scheduler.waiting_queue = [r for r in scheduler.waiting_queue if r not in adder.can_run_list]
+        return [r.rid for r in adder.can_run_list]
+
+    assert step(4) == ["c0", "c1", "e0", "e1"]
+    now[0] = 1.0
+    for chat in chats[:2]:
+        chat.done = True
+    state.after_step()  # the chats finish; two etl run
+    if reserve_s:
+        assert step(2) == []  # the two free rows are held for the chat band
+        scheduler.waiting_queue.insert(0, chats[2])
+        assert step(2) == ["c2"]  # a chat that arrives gets one at once
+        now[0] = 1.0 + reserve_s + 1  # (c2 still runs; it finishes)
+        chats[2].done = True
+        state.after_step()
+        now[0] += reserve_s + 1  # the band has been quiet for the window: the reserve is released
+        assert step(2) == ["e2", "e3"]
+    else:
+        assert step(2) == ["e2", "e3"]  # without it, the batch band takes them

@@ -201,8 +201,8 @@ def test_incremental_batch_counters_match_a_recount(monkeypatch: pytest.MonkeyPa
 
     complete = worker.EngineWorker.complete_step
 
-    def checked(self: worker.EngineWorker) -> object:
-        out = complete(self)
+    def checked(self: worker.EngineWorker, now: float | None = None) -> object:
+        out = complete(self, now)
         self.batch.sync_all()
         assert self.batch.left == sum(r.output_len - r.generated for r in self.running)
         assert self.batch.clients == Counter(r.client for r in self.running)

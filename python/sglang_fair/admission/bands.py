@@ -48,16 +48,23 @@ class BandClock:
     def band(self, client: str) -> int:
         return self.client_bands.get(client, DEFAULT_BAND)
 
-    def split(self, queue: Sequence[R], now: float | None) -> list[tuple[int, list[R]]]:
+    def split(self, queue: Sequence[R], now: float | None,
+              own: Sequence[int] | None = None) -> list[tuple[int, list[R]]]:
         """``queue`` cut into bands, each in its own order, band 0 first; a request that waited
-        ``aging_s`` (by ``now``; None: no aging) is in band 0."""
+        ``aging_s`` (by ``now``; None: no aging) is in band 0. ``own``: the requests' own bands, if
+        known (``band_of``)."""
         groups: defaultdict[int, list[R]] = defaultdict(list)
-        for req in queue:
-            band = self.band_of(req)
+        for req, band in zip(queue, own if own is not None else map(self.band_of, queue), strict=True):
             if band and now is not None and now - self.since.setdefault(req.rid, now) >= self.aging_s:
                 band = 0
             groups[band].append(req)
         return sorted(groups.items())
+
+    def stamp(self, queue: Iterable[WaitingRequest], now: float) -> None:
+        """The requests of ``queue`` wait from ``now`` on if they were not seen before (as :meth:`split`
+        stamps them), for requests left out of a step's scan."""
+        for req in queue:
+            self.since.setdefault(req.rid, now)
 
     def scope(self, band: int, members: Sequence[R], known: Iterable[str]) -> set[str]:
         """The clients one band's scan refills: every known client of ``band`` and the ``members``'."""

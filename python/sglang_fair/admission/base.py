@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import Counter, defaultdict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol, TypeVar
 
@@ -52,7 +52,12 @@ R = TypeVar("R", bound=WaitingRequest)
 
 
 class Budget(Protocol):
-    """The host's capacity check for one admission step (SGLang's PrefillAdder plays this role)."""
+    """The host's capacity check for one admission step (SGLang's PrefillAdder plays this role).
+
+    A budget may also have ``room() -> int | None``: how many more requests the worker's running-request
+    cap lets this step start (None: unknown), read through :func:`room_of`. The reserves (``headroom.py``,
+    ``light_reserve.py``) need it; a budget without it gets none.
+    """
 
     def try_add(self, req: WaitingRequest) -> bool:
         """Reserve room for ``req`` and return True if it fits; otherwise change nothing, return False."""
@@ -61,6 +66,12 @@ class Budget(Protocol):
     def exhausted(self) -> bool:
         """True when no further request can be admitted in this step."""
         ...
+
+
+def room_of(budget: Budget) -> Callable[[], int | None] | None:
+    """``budget``'s ``room`` (see :class:`Budget`), or None if it has none."""
+    room: Callable[[], int | None] | None = getattr(budget, "room", None)
+    return room
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,15 @@ class AdmissionConfig:
     band_aging_s: float = field(default=10.0, metadata={
         "help": "seconds a request of a later band waits before it is admitted as if of band 0 (no band "
                 "starves; with --fair-client-bands)"})
+    band_reserve_s: float = field(default=30.0, metadata={
+        "help": "a band with a request waiting or running in the last this many seconds keeps running slots "
+                "free for its peak in-flight count of the last 1-2 such windows: later bands are admitted "
+                "only into the rest (admission/headroom.py; with --fair-client-bands; 0: no reserve)"})
+    band_reserve_margin: float = field(default=0.25, metadata={
+        "help": "a band's reserve over its peak in-flight count (--fair-band-reserve-s), as a share of that "
+                "peak, rounded up: room for the next arrival past the peak"})
+    band_reserve_share: float = field(default=0.5, metadata={
+        "help": "the most of the worker's running slots the reserves of --fair-band-reserve-s may hold"})
 
     def __post_init__(self) -> None:
         for client, band in self.client_bands.items():
@@ -95,6 +115,11 @@ class AdmissionConfig:
                     f"band of client {client!r} must be a whole number in [0, {MAX_BAND}], got {band}")
         object.__setattr__(self, "client_bands", {c: int(b) for c, b in self.client_bands.items()})
         require(self.band_aging_s > 0, f"--fair-band-aging-s must be > 0, got {self.band_aging_s}")
+        require(self.band_reserve_s >= 0, f"--fair-band-reserve-s must be >= 0, got {self.band_reserve_s}")
+        require(self.band_reserve_margin >= 0,
+                f"--fair-band-reserve-margin must be >= 0, got {self.band_reserve_margin}")
+        require(0 <= self.band_reserve_share < 1,
+                f"--fair-band-reserve-share must be in [0, 1), got {self.band_reserve_share}")
         require(self.quantum >= 0,
                 f"--fair-quantum (Q^u) must be >= 0 (0: the policy's default), got {self.quantum}")
         require(self.quantum_s >= 0,

@@ -20,3 +20,6 @@ class SlotBudget:
 
     def exhausted(self) -> bool:
         return self.slots <= 0
+
+    def room(self) -> int:
+        return max(self.slots, 0)

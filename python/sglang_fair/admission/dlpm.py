@@ -18,7 +18,8 @@ request still has a positive counter; that client's requests are admitted first 
 Priority bands (``client_bands``, ``bands.py``): with bands configured, each step scans the bands in
 order, band 0 first, and runs the loop above inside each band alone (its credit check and refills over
 that band's clients), so fairness and its bound hold inside a band and a later band gets only what the
-earlier ones leave; a request waiting ``band_aging_s`` is scanned with band 0.
+earlier ones leave; a request waiting ``band_aging_s`` is scanned with band 0. An active earlier band
+keeps running slots free for its recent peak (``band_reserve_s``, ``headroom.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from collections.abc import Sequence
 
 from sglang_fair.admission.bands import BandClock
 from sglang_fair.admission.base import AdmissionConfig, AdmissionPolicy, Budget, R, WaitingRequest
+from sglang_fair.admission.headroom import Headroom
 from sglang_fair.admission.lpm import lpm_order
 
 Scope = set[str] | None  # the clients one scan is over (None: every client)
@@ -45,6 +47,7 @@ class DLPM(AdmissionPolicy):
         self.refills = 0  # number of CHECKREFILL rounds that refilled, for inspection
         self.largest_quantum = 0.0  # the largest Q^u a refill gave (before weights): the bound's Q^u
         self.bands = BandClock(config.client_bands, config.band_aging_s)
+        self.headroom = Headroom(config.band_reserve_s, config.band_reserve_share, config.band_reserve_margin)
 
     def counter(self, client: str) -> float | None:
         return self.deficits[client]
@@ -81,6 +84,10 @@ class DLPM(AdmissionPolicy):
                 self.deficits[client] += quantum * self.cost.weight(client)
         self._refilled(quantum)
 
+    def _refill_waits(self, scope: Scope) -> bool:
+        """Hook: should a due refill wait (no admission without credit this step)? Never, in Alg. 1."""
+        return False
+
     def _refilled(self, quantum: float) -> None:
         self._quantum.note_round()
         self.refills += 1
@@ -95,7 +102,15 @@ class DLPM(AdmissionPolicy):
         if not self.bands.enabled:
             return self._scan(queue, budget, None)
         admitted: list[R] = []
-        for band, members in self.bands.split(queue, self.now):
+        own = None
+        if self.headroom.enabled and self.now is not None:
+            band_of = self.bands.band_of
+            budget, kept, own = self.headroom.guard(budget, queue, list(map(band_of, queue)), band_of,
+                                                    self.now, sum(self.book.running.values()))
+            if len(kept) < len(queue):  # a band kept out this step still ages
+                self.bands.stamp(queue, self.now)
+            queue = kept
+        for band, members in self.bands.split(queue, self.now, own):
             if budget.exhausted():
                 break
             admitted += self._scan(members, budget, self.bands.scope(band, members, self.deficits))
@@ -105,6 +120,14 @@ class DLPM(AdmissionPolicy):
     def on_drop(self, req: WaitingRequest) -> None:
         super().on_drop(req)
         self.bands.left([req])
+
+    def on_finish(self, req: WaitingRequest) -> None:
+        super().on_finish(req)
+        self.headroom.stopped(req.rid, self.now)
+
+    def on_retract(self, req: WaitingRequest) -> None:
+        super().on_retract(req)
+        self.headroom.stopped(req.rid, self.now)
 
     def _scan(self, queue: list[R], budget: Budget, scope: Scope) -> list[R]:
         """Lines 16-26 over ``queue``, CHECKREFILL over the clients of ``scope``."""
@@ -127,6 +150,9 @@ class DLPM(AdmissionPolicy):
                     if credit is None:
                         credit = self._queued_client_has_credit(scope)
                     if not credit:
+                        if self._refill_waits(scope):  # dlpm_light: a client's next request is near
+                            remaining.extend(queue[i:])
+                            break
                         self._refill(scope)
                         credit, progress = None, True
                 if self.deficits[client] > 0 and budget.try_add(req):

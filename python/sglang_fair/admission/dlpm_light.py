@@ -1,4 +1,4 @@
-"""DLPM for light clients (``dlpm_light``): Algorithm 1 of [1] with two changes, Thm 4.1 kept.
+"""DLPM for light clients (``dlpm_light``): Algorithm 1 of [1] with four changes, Thm 4.1 kept.
 
 Under DLPM as written, a client that returns to an empty queue restarts at q_i = 0 (line 12) and
 waits until every client with credit has spent it; and since the scan is in LPM order, a flooding
@@ -20,6 +20,22 @@ quantum of the flooder's service per request: the larger Q^u, the longer.
    alone, as in DLPM, so a light client's few requests jump the queue and nothing else changes.
    The credit check of line 21 and the refill condition are unchanged: a client is admitted only
    with q_i > 0.
+3. **A returning client is waited for, briefly.** A client that keeps requests in flight has nothing
+   waiting here between one request's finish and its next arrival; a refill in that gap gives every
+   other client a quantum and the freed slots (a 4:1 pair split 2.5:1 live). So a due refill waits
+   while a client with credit, requests running here and nothing waiting has a finish here that no
+   arrival has answered yet, within twice its measured return time (``returns.py``): at most the
+   quantum's seconds per round of refills, never while a light client (change 2) waits (nor for one:
+   a client of one request at a time has none running between them).
+
+4. **A slot kept for a light client's return.** Scanned first, a light client's request still waits for
+   a running request to finish when every slot is taken: on a worker of 8 running requests that is most
+   of a light request's latency. A light client that sends its next request once one is answered (a chat,
+   an agent's loop) is back within its measured return time (change 3's ``returns.py``; the default
+   router sends a client of one request at a time back to the worker of its last request), so while the
+   return of a client that was light at its finish is due, other clients' requests leave it a slot, at
+   most a quarter of the worker's slots (``light_reserve.py``). The slot serves a client below its share,
+   and it is kept only for the return's wait: a light client that sends now and then keeps none.
 
 Its quantum is time by default: Q^u = 0.25 s of the worker's measured service, never below the
 largest request of the last few rounds (admission/quantum.py), so a round means the same on an H100 at
@@ -31,17 +47,23 @@ client with a waiting request has credit; the scan order plays no part in it. A 
 changes between refills gives every client the same Q^u at each one, so the proof goes through with
 Q^u its largest value in [t1, t2] (``largest_quantum``): two clients backlogged over [t1, t2] still
 receive service (per unit of weight) within 2 (U + Q^u_max) of each other; in time, 2 U / r + 0.5 s
-of the worker's service at rate r (the quantum's floor aside). Locality: every client's own requests
-keep their LPM order.
+of the worker's service at rate r (the quantum's floor aside). Change 3 only delays refills, so the
+bound stands; change 4 only refuses admissions (a refusal is not a refill), so it stands too. What they
+cost is work conservation: change 4 a slot per returning light client for its return's wait (at most
+twice its return time, and the quantum's seconds); change 3 a request that fits may wait for a refill,
+at most ``default_quantum_s`` (or ``--fair-quantum-s``) per round. Locality: every client's own requests keep
+their LPM order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sglang_fair.admission.base import R
-from sglang_fair.admission.dlpm import DLPM
+from sglang_fair.admission.base import AdmissionConfig, Budget, R, WaitingRequest, room_of
+from sglang_fair.admission.dlpm import DLPM, Scope
+from sglang_fair.admission.light_reserve import ReservedBudget, slots_to_keep
 from sglang_fair.admission.lpm import lpm_order
+from sglang_fair.admission.returns import Returns
 
 
 class DLPMLight(DLPM):
@@ -50,6 +72,71 @@ class DLPMLight(DLPM):
     # (admission/quantum.py), whatever the hardware and batch size, so weights hold within seconds and a
     # refill is still many requests long where the worker is fast. dlpm keeps the paper's 4,096 units.
     default_quantum_s = 0.25
+
+    def __init__(self, config: AdmissionConfig) -> None:
+        super().__init__(config)
+        self.returns = Returns(longest=config.quantum_s or self.default_quantum_s)
+        self.waits = 0  # refills that waited for a returning client, for inspection
+        self._due_since: float | None = None  # when the refill now due first waited
+        self.light_at_finish: set[str] = set()  # light when their last request here finished
+
+    def select(self, waiting: Sequence[R], budget: Budget) -> list[R]:
+        """Change 4: while a light client's return is due, other clients leave it a slot."""
+        room = room_of(budget)
+        if self.now is None or room is None or not self.light_at_finish:
+            return super().select(waiting, budget)
+        left = room()
+        if not left:
+            return super().select(waiting, budget)
+        now = self.now
+        due = sum(self.returns.due(now, c) for c in self.light_at_finish)
+        keep = slots_to_keep(due, sum(self.book.running.values()), left)
+        if keep:
+            light = self.light_clients() | self.light_at_finish
+            budget = ReservedBudget(budget, room, keep, light.__contains__)
+        return super().select(waiting, budget)
+
+    def on_arrival(self, req: WaitingRequest) -> None:
+        super().on_arrival(req)
+        if self.now is not None:
+            self.returns.arrived(req.client, self.now)
+
+    def on_finish(self, req: WaitingRequest) -> None:
+        light = req.client in self.light_clients()  # counted with this request in flight
+        super().on_finish(req)
+        if self.now is not None:
+            self.returns.finished(req.client, self.now)
+        (self.light_at_finish.add if light else self.light_at_finish.discard)(req.client)
+
+    def forget(self, client: str) -> bool:
+        if not super().forget(client):
+            return False
+        self.returns.forget(client)
+        self.light_at_finish.discard(client)
+        return True
+
+    def _refill_waits(self, scope: Scope) -> bool:
+        """Change 3: wait while a client with credit, requests running and nothing waiting is about to
+        return (never on a worker that runs nothing: no next step would come to end the wait)."""
+        book = self.book
+        if self.now is None or not any(book.running.values()):
+            return False
+        if any(book.queued[c] for c in self.light_clients()):
+            return False  # change 2: a light client's request is not held back for a heavy one
+        if self._due_since is None:
+            self._due_since = self.now
+        elif self.now - self._due_since >= self.returns.longest:
+            return False  # this round has waited its most
+        deficits = self.deficits
+        waits = self.returns.awaited(self.now, (
+            c for c in self.returns.unanswered
+            if deficits[c] > 0 and book.running[c] and not book.queued[c] and (scope is None or c in scope)))
+        self.waits += waits
+        return waits
+
+    def _refilled(self, quantum: float) -> None:
+        super()._refilled(quantum)
+        self._due_since = None
 
     def _join(self, client: str) -> None:
         """Instead of line 12: a returning client keeps its counter; a new one gets what it would

@@ -11,7 +11,8 @@ backlogged gap and the bound it is held against, when a theorem gives one). The 
 figures are the servers' own ``sglang_fair:*`` gauges: scrape the servers for them. The background
 duties' restarts and whether each runs: ``..._duty_restarts_total`` and ``..._duty_running``
 (``gateway/duties.py``). With ``--workers N``: ``..._processes``, ``..._process_restarts_total`` (the
-same in every process) and ``..._process_index`` (which process answered; the rest are its own).
+same in every process) and ``..._process_index`` (which process answered); on the shared port every
+process's figures merged, with ``..._processes_answered`` (``gateway/metrics_sum.py``).
 Per tenant, bounded: ``sglang_fair_tenant_*`` (``metrics/tenant_series.py``): the top
 ``--metrics-top-tenants`` by service over the servers, the rest summed under ``__other__``.
 """

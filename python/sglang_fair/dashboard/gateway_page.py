@@ -19,6 +19,7 @@ admin's key (403 otherwise), as at ``serve``. The page itself holds no figures a
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -34,6 +35,7 @@ from sglang_fair.dashboard.page import DATA_PATH, NO_STORE, PAGE_PATH, page_html
 from sglang_fair.dashboard.status import StatusBook, StatusMiddleware
 from sglang_fair.edge.identity import Unauthorized, resolve_client
 from sglang_fair.gateway.intake import error
+from sglang_fair.gateway.metrics_sum import over_unix_socket, whole
 
 if TYPE_CHECKING:
     from sglang_fair.gateway.app import Gateway
@@ -138,12 +140,23 @@ class GatewayPage:
         return {client}
 
 
+async def scrape(page: GatewayPage, request: Request) -> Response:
+    """``/metrics``: this process's, or with ``--workers N`` on the shared port (not ``?process=self``)
+    every process's merged (``gateway/metrics_sum.py``)."""
+    own, process = metrics_text(page), page.gateway.process
+    if not (process is None or process.count == 1 or over_unix_socket(request.scope)
+            or request.query_params.get("process") == "self"):
+        headers = {k.lower(): v for k, v in request.headers.items()}
+        own = await whole(own, process.index, process.socket, process.count, headers)
+    return Response(own, media_type="text/plain")
+
+
 def mount(app: Any, gateway: Gateway) -> GatewayPage:
     """Add ``/fairness``, ``/fairness/ui``, ``/fairness/ui/data``, ``/metrics`` and the status counter
     to the gateway's app; the caller runs :meth:`GatewayPage.run` in its lifespan."""
     page = GatewayPage(gateway)
 
-    def guarded(answer: Callable[[set[str] | None], Any], admin_only: bool = False) -> Any:
+    def guarded(answer: Callable[[set[str] | None, Request], Any], admin_only: bool = False) -> Any:
         async def endpoint(request: Request) -> Any:
             headers = {k.lower(): v for k, v in request.headers.items()}
             try:
@@ -153,17 +166,18 @@ def mount(app: Any, gateway: Gateway) -> GatewayPage:
             if admin_only and allowed is not None:
                 why = "/metrics needs a key of a --fairness-admins client"
                 return error(403, "Forbidden", why)
-            return answer(allowed)
+            answered = answer(allowed, request)
+            return await answered if inspect.isawaitable(answered) else answered
         return endpoint
 
     async def page_endpoint() -> Response:
         return Response(page_html(), media_type="text/html; charset=utf-8", headers=NO_STORE)
 
-    app.add_api_route("/fairness", guarded(page.fairness), methods=["GET"])
+    app.add_api_route("/fairness", guarded(lambda allowed, _: page.fairness(allowed)), methods=["GET"])
     app.add_api_route(PAGE_PATH, page_endpoint, methods=["GET"])
-    app.add_api_route(DATA_PATH, guarded(page.data), methods=["GET"])
-    app.add_api_route("/metrics", guarded(lambda _: Response(metrics_text(page), media_type="text/plain"),
-                                          admin_only=True), methods=["GET"])
+    app.add_api_route(DATA_PATH, guarded(lambda allowed, _: page.data(allowed)), methods=["GET"])
+    app.add_api_route("/metrics", guarded(lambda _, request: scrape(page, request), admin_only=True),
+                      methods=["GET"])
     app.add_middleware(StatusMiddleware, book=page.book)
     app.state.fairness_page = page
     return page

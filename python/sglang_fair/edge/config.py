@@ -5,7 +5,8 @@ idle one is remembered (``--client-ttl``), what one may hold (``--client-max-inf
 limit, the trusted gateway's token, the clients that read every client's figures
 (``--fairness-admins``) and the model-name check. Both commands embed it (``FairConfig.edge``,
 ``GatewayConfig.edge``), build it with :func:`edge_config` and merge the key file's client weights
-with ``--client-weights`` through :meth:`EdgeConfig.weights`, so one key file serves both.
+with ``--client-weights`` through :func:`merge_weights` (:meth:`EdgeConfig.weights`), so one key file
+serves both, and the router and every scheduler of ``serve`` merge a reloaded file the same way.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class EdgeConfig:
 
     def weights(self, flag_weights: Mapping[str, float]) -> dict[str, float]:
         """``--client-weights`` (``flag_weights``) with the key file's weights (a conflict: error)."""
-        return merge_per_client(flag_weights, self.key_table.weights, "weight", "--client-weights")
+        return merge_weights(flag_weights, self.key_table)
 
 
 def merge_per_client(flag_values: Mapping[str, float], file_values: Mapping[str, float], what: str,
@@ -94,6 +95,12 @@ def merge_per_client(flag_values: Mapping[str, float], file_values: Mapping[str,
                               f"conflicts with {what} {value} in --client-keys")
         merged[client] = value
     return merged
+
+
+def merge_weights(flag_weights: Mapping[str, float], table: KeyTable) -> dict[str, float]:
+    """``--client-weights`` with tenant file ``table``'s weights (a tenant given two: error), as
+    ``serve``'s schedulers, its router and the gateway all take them, at start and on a reload."""
+    return merge_per_client(flag_weights, table.weights, "weight", "--client-weights")
 
 
 def edge_config(args: argparse.Namespace) -> EdgeConfig:

@@ -5,11 +5,12 @@
 One simulated A100 + Llama-3.1-8B worker (the default engine) at each ``--max-running``. The interactive
 tenant sends single requests (512-token prompt, 64 output tokens) at about a fifth of what the worker
 serves of them; the batch tenant keeps 4 x max-running chains of long requests (2,048-token prompt,
-256 output tokens) in flight, always more than the worker runs. Three runs per cap, ``dlpm_light``
+256 output tokens) in flight, always more than the worker runs. Four runs per cap, ``dlpm_light``
 throughout: the interactive tenant alone; beside the batch tenant in one band (the default: DLPM's
-fairness alone); beside it with bands (interactive 0, batch 2). Printed per cap: the interactive P99
-latency of each run over its P99 alone (the goal with bands: at most 1.25x), and the batch tenant's
-throughput (tokens/s) with and without bands.
+fairness alone); beside it with bands (interactive 0, batch 2) without the band reserve
+(``--fair-band-reserve-s 0``); with bands and the reserve (``--reserve-s``, the default's window).
+Printed per cap: the interactive P99 latency of each run over its P99 alone (the goal with bands: at
+most 1.25x), and the batch tenant's throughput (tokens/s) in each run beside it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from sglang_fair.workloads.program import Call, OutputOf
 from sglang_fair.workloads.tokens import random_tokens, seeded_rng
 
 BANDS = {"chat": 0.0, "etl": 2.0}
+WARM_S = 10.0  # "warm": the interactive requests that arrive after this, once the batch flood has started
 
 
 def programs(duration: float, max_running: int, rate: float, batch: bool, seed: int = 0) -> list[Program]:
@@ -53,16 +55,21 @@ def programs(duration: float, max_running: int, rate: float, batch: bool, seed: 
     return [Program(pid, c, at, calls, seed) for pid, (c, at, calls) in enumerate(raw)]
 
 
-def run_one(duration: float, max_running: int, rate: float, batch: bool, bands: bool) -> dict[str, Any]:
+def run_one(duration: float, max_running: int, rate: float, batch: bool, bands: bool,
+            reserve_s: float = 0.0, seed: int = 0) -> dict[str, Any]:
+    """One run; ``reserve_s``: the bands' reserve window (``--fair-band-reserve-s``; 0: none)."""
+    admission = AdmissionConfig(policy="dlpm_light", client_bands=BANDS if bands else {},
+                                band_reserve_s=reserve_s)
     spec = RunSpec(None, ClusterSimConfig(dp=1, max_time=duration), EngineConfig(max_running=max_running),
-                   AdmissionConfig(policy="dlpm_light", client_bands=BANDS if bands else {}),
-                   RouterConfig(policy="round_robin"))
-    res = Simulator(spec, programs(duration, max_running, rate, batch)).run()
+                   admission, RouterConfig(policy="round_robin"))
+    res = Simulator(spec, programs(duration, max_running, rate, batch, seed)).run()
     end = res.end_time
-    chat = [(r.finished if r.finished >= 0 else end) - r.arrival for r in res.requests if r.client == "chat"]
+    chat = [((r.finished if r.finished >= 0 else end) - r.arrival, r.arrival) for r in res.requests
+            if r.client == "chat"]
     etl_tokens = sum(r.output_len for r in res.requests if r.client == "etl" and r.finished >= 0)
-    return {"chat_p99_s": percentile(chat, 99), "chat_done": sum(r.finished >= 0 for r in res.requests
-                                                                 if r.client == "chat"),
+    return {"chat_p99_s": percentile([t for t, _ in chat], 99),
+            "chat_p99_warm_s": percentile([t for t, at in chat if at >= WARM_S] or [0.0], 99),
+            "chat_done": sum(r.finished >= 0 for r in res.requests if r.client == "chat"),
             "etl_tokens_per_s": etl_tokens / duration}
 
 
@@ -76,22 +83,39 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--duration", type=float, default=60.0, help="seconds of arrivals (and of the run)")
     p.add_argument("--max-running", default="8,64", help="running requests per worker, comma-separated")
+    p.add_argument("--seeds", default="0", help="workload seeds, comma-separated (a row each)")
+    p.add_argument("--reserve-s", type=float, default=AdmissionConfig.band_reserve_s,
+                   help="the reserve's window in the fourth run (--fair-band-reserve-s)")
     p.add_argument("--json", type=Path, help="write the rows here")
     args = p.parse_args(argv)
     rows = []
-    print(f"{'cap':>4} {'chat P99 alone s':>16} {'one band':>9} {'bands':>7} {'etl tok/s one band':>19} "
-          f"{'etl tok/s bands':>16}")
+    print(f"interactive P99 over alone (warm: arrivals after {WARM_S:.0f} s); batch tokens/s")
+    print(f"{'cap':>4} {'seed':>4} {'P99 alone s':>11} {'one band':>9} {'bands':>6} {'reserve':>8} "
+          f"{'warm':>5}   etl: {'one band':>8} {'bands':>6} {'reserve':>7}")
     for cap in (int(x) for x in args.max_running.split(",")):
-        t0, rate = time.perf_counter(), rate_for(cap)
-        alone = run_one(args.duration, cap, rate, False, False)
-        one = run_one(args.duration, cap, rate, True, False)
-        banded = run_one(args.duration, cap, rate, True, True)
-        row = {"max_running": cap, "chat_rate": rate, "alone": alone, "one_band": one, "bands": banded,
-               "one_band_x": one["chat_p99_s"] / alone["chat_p99_s"],
-               "bands_x": banded["chat_p99_s"] / alone["chat_p99_s"], "wall_s": time.perf_counter() - t0}
-        rows.append(row)
-        print(f"{cap:>4} {alone['chat_p99_s']:>16.2f} {row['one_band_x']:>8.2f}x {row['bands_x']:>6.2f}x "
-              f"{one['etl_tokens_per_s']:>19.0f} {banded['etl_tokens_per_s']:>16.0f}", flush=True)
+        for seed in (int(x) for x in args.seeds.split(",")):
+            rows.append(row := measure(args.duration, cap, seed, args.reserve_s))
+            etl = [row[k]["etl_tokens_per_s"] for k in ("one_band", "bands", "reserve")]
+            print(f"{cap:>4} {seed:>4} {row['alone']['chat_p99_s']:>11.2f} {row['one_band_x']:>8.2f}x "
+                  f"{row['bands_x']:>5.2f}x {row['reserve_x']:>7.2f}x {row['reserve_warm_x']:>4.2f}x   "
+                  f"{'':>4} {etl[0]:>8.0f} {etl[1]:>6.0f} {etl[2]:>7.0f}", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0
+
+
+def measure(duration: float, cap: int, seed: int, reserve_s: float) -> dict[str, Any]:
+    """The four runs at one cap and seed, and the interactive P99 of each over its P99 alone."""
+    t0, rate = time.perf_counter(), rate_for(cap)
+    runs = {"alone": run_one(duration, cap, rate, False, False, seed=seed),
+            "one_band": run_one(duration, cap, rate, True, False, seed=seed),
+            "bands": run_one(duration, cap, rate, True, True, seed=seed),
+            "reserve": run_one(duration, cap, rate, True, True, reserve_s, seed)}
+    alone = runs["alone"]
+    row: dict[str, Any] = {"max_running": cap, "seed": seed, "chat_rate": rate, "reserve_s": reserve_s,
+                           **runs}
+    for k in ("one_band", "bands", "reserve"):
+        row[f"{k}_x"] = runs[k]["chat_p99_s"] / alone["chat_p99_s"]
+    row["reserve_warm_x"] = runs["reserve"]["chat_p99_warm_s"] / max(alone["chat_p99_warm_s"], 1e-9)
+    row["wall_s"] = time.perf_counter() - t0
+    return row

@@ -23,7 +23,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.experiments.paper_plots import write_generated
+from sglang_fair.experiments.paper_tables import write_generated
 from sglang_fair.experiments.runner import REPO
 from sglang_fair.metrics.stats import jain_index
 

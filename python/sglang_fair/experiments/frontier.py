@@ -26,7 +26,7 @@ from sglang_fair.experiments.capacity import CapacitySearch
 from sglang_fair.experiments.figures import start_rate
 from sglang_fair.experiments.frontier_metrics import frontier_row
 from sglang_fair.experiments.frontier_report import plot, starves_nobody, summary, table, verdicts
-from sglang_fair.experiments.paper_plots import write_generated
+from sglang_fair.experiments.paper_tables import write_generated
 from sglang_fair.experiments.protocol import Point, Protocol, measure_capacity
 from sglang_fair.experiments.runner import REPO, Task, load_json, log, names, run_tasks, save_json
 from sglang_fair.experiments.scenarios import CLOSED_LOOP

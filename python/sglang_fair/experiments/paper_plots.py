@@ -3,8 +3,8 @@
 ``render(results, out, doc)`` draws docs/img/fig*.png from results/results.json (every run of the
 protocol, :mod:`sglang_fair.experiments.protocol`) and rewrites the generated section of ``doc``
 (docs/evidence/results_tables.md; ``out/results_tables.md`` by default), between the BEGIN/END
-GENERATED markers. Every point is the mean over its seeds; error bars and the brackets in the
-tables are the seeds' min-max.
+GENERATED markers (the markdown: :mod:`sglang_fair.experiments.paper_tables`). Every point is the
+mean over its seeds; error bars and the brackets in the tables are the seeds' min-max.
 """
 
 from __future__ import annotations
@@ -15,10 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from sglang_fair.experiments import fleet, replicas
+from sglang_fair.experiments.paper_tables import (
+    METRICS,
+    QUEUE_METRICS,
+    capacity_table,
+    qw,
+    table,
+    write_generated,
+)
 from sglang_fair.experiments.protocol import LOADS, UNSET, aggregate
-from sglang_fair.routing import RouterConfig
 
-BEGIN, END = "<!-- BEGIN GENERATED -->", "<!-- END GENERATED -->"
 COLORS = {"RR+LPM": "C1", "LPM": "C1", "Preble": "C2", "Cache-aware": "C5", "VTC": "C3", "D²LPM": "C0",
           "DLPM": "C0", "D²LPM-guarded": "C4", "Cache-aware + dlpm_light": "C7",
           "Fair cache-aware": "C6", "RR + dlpm_light": "C8", "Per-server, RR LB": "C9",
@@ -81,14 +87,9 @@ def lines(pts: list[dict[str, Any]], axes: list[Any], x: str, keys: tuple[str, .
         ax.tick_params(labelsize=7)
 
 
-def _qw(p: dict[str, Any]) -> float:
-    """The router quantum a point ran with (q_w 0 is the default; only the D²LPM routers have one)."""
-    return p["q_w"] or (RouterConfig().quantum if p["router"].startswith("d2lpm") else 0.0)
-
-
 def fig10(pts: list[dict[str, Any]], ax: Any, key: str = "throughput") -> None:
     """``key`` of D²LPM (and guarded) against Q^w; the other schedulers as bands (mean, min-max)."""
-    pts = [{**p, "q_w": _qw(p)} for p in pts]
+    pts = [{**p, "q_w": qw(p)} for p in pts]
     qws = sorted({p["q_w"] for p in pts if p["q_w"]})
     for p in pts:
         if not p["q_w"]:
@@ -131,28 +132,6 @@ def series(runs: list[dict[str, Any]], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-def _cell(v: dict[str, Any]) -> str:
-    m, lo, hi = v["mean"], v["lo"], v["hi"]
-    if m is None:
-        return "-"
-    spec = ".3f" if abs(m) < 2 else ".1f" if abs(m) < 100 else ",.0f"
-    return f"{m:{spec}} [{lo:{spec}}-{hi:{spec}}]"
-
-
-def table(pts: list[dict[str, Any]], cols: list[str], metrics: list[str]) -> str:
-    head = cols + metrics
-    rows = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for p in pts:
-        cells = [(f"{_qw(p):,.0f} (default)" if c == "q_w" and not p[c] and _qw(p)
-                  else ("-" if not p[c] else f"{p[c]:,.0f}") if c in ("q_u", "q_w")
-                  else f"{p[c]:.4g}" if isinstance(p[c], float) else str(p[c])) for c in cols]
-        rows.append("| " + " | ".join(cells + [_cell(p[m]) for m in metrics]) + " |")
-    return "\n".join(rows)
-
-
-METRICS = ["throughput", "jain_index", "well_behaved_p50_s", "well_behaved_p99_s", "cache_hit_rate",
-           "latency_censored"]
-QUEUE_METRICS = ["mean_wait_s", "mean_decode_batch", "retractions"]  # fig1mem: did a queue form?
 COLS = {"fig1": ["load", "scheduler", "q_u", "rate"], "fig1mem": ["load", "scheduler", "q_u", "rate"],
         "fig7": ["workload", "scenario", "dp", "scheduler", "rate"],
         "fig8": ["load", "scheduler", "rate"], "fig9": ["load", "scheduler", "rate"],
@@ -245,19 +224,6 @@ def draw(name: str, pts: list[dict[str, Any]], runs: list[dict[str, Any]], path:
     plt.close(fig)
 
 
-def capacity_table(caps: dict[str, Any]) -> str:
-    """The measured capacities: total programs/s (arena: the trace's time scale) under RR+LPM."""
-    rows = ["| workload / scenario / D / preset / branches | capacity | bracket (stable-unstable) | "
-            "trials (rate: growth) | CPU s |", "|---|---|---|---|---|"]
-    for combo, c in caps.items():
-        if c["stable"] is None:  # a closed-loop workload's: nothing was searched
-            continue
-        trials = ", ".join(f"{r:.4g}: {g:+.2f}" for r, g in c["trials"])
-        bracket = f"{c['stable']:.4g}-{c['unstable']:.4g}"
-        rows.append(f"| {combo} | **{c['capacity']:.4g}** | {bracket} | {trials} | {c['cpu_s']:g} |")
-    return "\n".join(rows)
-
-
 def _row_order(cols: list[str], runs: list[dict[str, Any]]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
     """Rows grouped by the table's columns in order: loads and schedulers in their own order,
     numbers by value, other text as first met (tot, judge, qa as the figure defines them)."""
@@ -308,14 +274,3 @@ def render(results: dict[str, Any], out: Path, doc: Path | None = None) -> None:
                         table(pts, COLS[name], METRICS + (QUEUE_METRICS if name == "fig1mem" else [])))
                      + "\n")
     write_generated(doc, "\n".join(parts), "# Results: every figure's table")
-
-
-def write_generated(doc: Path, body: str, title: str) -> None:
-    """Put ``body`` between ``doc``'s BEGIN/END GENERATED markers (made, after ``title``, if missing);
-    the hand-written text around them stays."""
-    text = doc.read_text() if doc.exists() else f"{title}\n\n{BEGIN}\n{END}\n"
-    if BEGIN not in text:
-        text += f"\n{BEGIN}\n{END}\n"
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1] if END in rest else ""
-    doc.write_text(head + BEGIN + "\n" + body + END + tail)

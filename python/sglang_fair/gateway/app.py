@@ -26,7 +26,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import aiohttp
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 
@@ -38,6 +37,7 @@ from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.duties import Duties
 from sglang_fair.gateway.feedback import FeedbackListener
+from sglang_fair.gateway.http1 import Answer, HttpError
 from sglang_fair.gateway.intake import Accepted, Intake, error
 from sglang_fair.gateway.local_tokens import LocalTokenizer
 from sglang_fair.gateway.processes import ProcessView
@@ -48,7 +48,7 @@ from sglang_fair.gateway.routing import GatewayRouter, Ticket
 from sglang_fair.gateway.servers import WorkerTable
 from sglang_fair.gateway.supervision import Cut, ServerSupervisor
 from sglang_fair.gateway.tenants import GatewayTenants
-from sglang_fair.gateway.upstream import Unreachable, Upstream, UpstreamError, make_session
+from sglang_fair.gateway.upstream import Unreachable, Upstream, UpstreamError, make_pool
 from sglang_fair.gateway.usage import output_tokens
 from sglang_fair.gateway.wire import loads
 from sglang_fair.routing import NoWorkerError
@@ -115,6 +115,9 @@ class Gateway:
                     self.failed_over += 1
                     continue
                 return error(503, "ServiceUnavailable", f"worker {ticket.worker.index} broke off: {err}")
+            except BaseException:  # not sent (a client name no header can carry) or cancelled: no answer
+                self.router.finish(ticket, 0)
+                raise
             if body.get("stream") and resp.status == 200:
                 heard = functools.partial(supervisor.heard, ticket.worker.index)
                 return RelayedStream(Relay(resp, ticket, self.router, supervisor.streams_at(url), heard))
@@ -122,7 +125,7 @@ class Gateway:
         return error(503, "ServiceUnavailable", "no server can take the request: "
                      + ("; ".join(reasons) or "every server is taken out (failed health probes)"))
 
-    async def _whole(self, resp: aiohttp.ClientResponse, ticket: Ticket) -> Response:
+    async def _whole(self, resp: Answer, ticket: Ticket) -> Response:
         produced = 0
         url = ticket.worker.server.url
         try:
@@ -133,7 +136,7 @@ class Gateway:
         except Cut as err:
             resp.close()
             return taken_out(ticket, err)
-        except (aiohttp.ClientError, TimeoutError) as err:
+        except (HttpError, TimeoutError) as err:
             self.supervisor.take_out(url, f"broke off a request: {err}")
             return error(503, "ServiceUnavailable", f"worker {ticket.worker.index} broke off: {err}")
         except ValueError:
@@ -210,9 +213,9 @@ def make_app(gateway: Gateway) -> FrontDoor:
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         config = gateway.config
-        async with make_session(config.request_timeout, config.connect_timeout) as session:
+        async with make_pool(config.request_timeout, config.connect_timeout) as pool:
             edge = config.edge
-            upstream = gateway.upstream = Upstream(session, edge.client_header, edge.gateway_token)
+            upstream = gateway.upstream = Upstream(pool, edge.client_header, edge.gateway_token)
             gateway.tokenizer.post = upstream.post_json
             if (local := gateway.tokenizer.local) is not None:
                 await local.verify(gateway.tokenizer.tokenize)

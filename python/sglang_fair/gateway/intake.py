@@ -15,8 +15,9 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
+from starlette.requests import ClientDisconnect
 
-from sglang_fair.edge.asgi import scope_state
+from sglang_fair.edge.asgi import headers_of, scope_state
 from sglang_fair.edge.bodies import NOT_JSON, NOT_OBJECT, body_problem
 from sglang_fair.edge.config import EdgeConfig
 from sglang_fair.edge.errors import error_body
@@ -51,14 +52,14 @@ class Intake:
 
     async def accept(self, request: Request, path: str) -> Accepted | JSONResponse:
         """The request's client and body, or the answer refusing it."""
-        raw = await request.body()
+        raw = await body_of(request)
         try:
             body, plain = parse(raw)
         except (ValueError, UnicodeDecodeError):
             return error(400, "BadRequest", NOT_JSON)
         if not isinstance(body, dict):
             return error(400, "BadRequest", body_problem(raw, body) or NOT_OBJECT)
-        headers = {k.lower(): v for k, v in request.headers.items()}
+        headers = headers_of(request.scope)
         try:
             client = self.client(headers, body)
         except Unauthorized as err:
@@ -75,3 +76,17 @@ class Intake:
     def refusal(self, path: str, body: dict[str, Any]) -> dict[str, Any] | None:
         """The 404 body for a model the servers do not serve, else None."""
         return refusal(path, body, self.model_names)
+
+
+async def body_of(request: Request) -> bytes:
+    """The request's body, as Starlette's ``Request.body`` reads it (``ClientDisconnect`` if the client
+    left), without its generator and context manager (5% of a relayed chat's CPU)."""
+    chunks = []
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.request":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()

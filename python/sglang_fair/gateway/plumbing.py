@@ -4,7 +4,9 @@ uvicorn's pure-Python ``h11`` parser was 15-18% of the gateway's CPU at saturati
 (``sglang-fair lab gateway-speed --profile``). uvicorn over ``httptools`` puts no bound on a request's
 head, where ``h11`` refuses one that does not fit its buffer (a 200 kB header: 400; the bad-input e2e
 test sends one): :class:`BoundedHttpTools` keeps that refusal, with the same 400, and so keeps a client
-from making the gateway buffer headers without end.
+from making the gateway buffer headers without end. It also sends the answer to a ``POST`` in one
+write where uvicorn makes two, its head and its body (:class:`HeadWithBody`): one system call and
+one packet fewer per relayed request.
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ def bounded_httptools(max_head: int = MAX_HEAD_BYTES) -> type[Any]:
         def on_headers_complete(self) -> None:
             self.in_head = False
             super().on_headers_complete()
+            cycle = self.cycle
+            if cycle is not None and cycle.scope is self.scope and self.scope["method"] == "POST":
+                cycle.transport = HeadWithBody(cycle.transport)  # type: ignore[assignment]
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
@@ -48,3 +53,32 @@ def bounded_httptools(max_head: int = MAX_HEAD_BYTES) -> type[Any]:
                     self.send_400_response("Request header fields too large.")
 
     return BoundedHttpTools
+
+
+class HeadWithBody:
+    """The transport of one answer (uvicorn's request cycle writes to it): a head that names its
+    ``Content-Length`` (a whole answer, whose body uvicorn writes next) is held back and written with
+    the next write, or before the connection closes; everything else (a stream's head, ``100
+    Continue``) is written at once. Not for ``HEAD`` requests, whose body uvicorn never writes."""
+
+    __slots__ = ("head", "transport")
+
+    def __init__(self, transport: Any) -> None:
+        self.transport, self.head = transport, b""
+
+    def write(self, data: bytes) -> None:
+        if self.head:
+            data, self.head = self.head + data, b""
+        elif (data.startswith(b"HTTP/1.1 ") and data.endswith(b"\r\n\r\n") and b"\r\ncontent-length: " in data
+              and not data.startswith(b"HTTP/1.1 1")):
+            self.head = data
+            return
+        self.transport.write(data)
+
+    def close(self) -> None:
+        if self.head:
+            self.write(b"")
+        self.transport.close()
+
+    def __getattr__(self, name: str) -> Any:  # is_closing, get_extra_info, ...: the transport's
+        return getattr(self.transport, name)

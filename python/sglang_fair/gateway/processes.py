@@ -9,7 +9,8 @@ reset, and no other process of the same user can join the port. The children are
 others', so their per-(client, worker) charges, queue sizes and trees converge within the bound of
 docs/design/replicas.md. ``DIR`` is a private directory (mode 0700) made at start and removed at exit; each
 child also answers HTTP on ``DIR/http-I.sock``, so one process's ``/gateway/state`` and ``/metrics``
-can be read (the shared port gives any one of them).
+can be read (the shared port gives any one of them, but its ``/metrics`` merges every process's:
+``metrics_sum.py``).
 
 The parent supervises: a child that dies after it was ready is started again with a log line and a
 count (``sglang_fair_gateway_process_restarts_total``, ``process`` in ``/gateway/state``); a child that
@@ -105,6 +106,11 @@ class ProcessView:
                                   value=int(self.restarts.value))
         yield GaugeMetricFamily("sglang_fair_gateway_process_index",
                                 "which of the gateway's processes answered this scrape", value=self.index)
+
+
+def http_socket(directory: str, index: int) -> str:
+    """Process ``index``'s own HTTP endpoint, a Unix socket in the private ``directory``."""
+    return os.path.join(directory, f"http-{index}.sock")
 
 
 def listen(host: str, port: int) -> socket.socket:

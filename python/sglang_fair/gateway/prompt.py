@@ -12,7 +12,8 @@ the gateway's one tokenizer: the servers not taken out take turns.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
+from array import array
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sglang_fair.edge.trust import PIN_FIELDS
@@ -23,6 +24,7 @@ from sglang_fair.gateway.wire import dumps
 CHAT, COMPLETIONS, GENERATE = "/v1/chat/completions", "/v1/completions", "/generate"
 NOT_TOKENIZED = (*PIN_FIELDS, "prompt", "stream", "stream_options")  # /tokenize refuses streaming (501)
 
+U32 = "I" if array("I").itemsize == 4 else ""  # an array type code of unsigned 32-bit ints (C's int)
 TokenSource = list[int] | dict[str, Any] | None  # ids as they are, a /tokenize body, or nothing
 
 
@@ -72,10 +74,15 @@ async def prompt_tokens(source: TokenSource,
 
 def _keys(ids: list[Any]) -> list[int]:
     """``ids`` when every one can key the tree (an int in [0, 2**32)), else none: a request with an
-    id out of range routes on nothing, and its server answers the error (400, outside the vocabulary)."""
-    if all(isinstance(t, int) and 0 <= t < 1 << 32 for t in ids):
+    id out of range routes on nothing, and its server answers the error (400, outside the vocabulary).
+    The check is an unsigned 32-bit array's (C; one generator step per id was 3% of a chat's CPU)."""
+    if U32:
+        try:
+            array(U32, ids)
+        except (TypeError, OverflowError):
+            return []
         return list(ids)
-    return []
+    return list(ids) if all(isinstance(t, int) and 0 <= t < 1 << 32 for t in ids) else []
 
 
 PostJson = Callable[[str, str, bytes, float], Awaitable[Any]]  # (url, path, JSON body, timeout)
@@ -86,7 +93,7 @@ class ServerTokenizer:
     not taken out) take turns; ``post`` is the gateway's upstream call (``upstream.Upstream.post_json``,
     bound once its session is open)."""
 
-    def __init__(self, servers: Callable[[], list[ServerInfo]], timeout: float,
+    def __init__(self, servers: Callable[[], Sequence[ServerInfo]], timeout: float,
                  local: LocalTokenizer | None = None) -> None:
         self.servers, self.timeout, self.local = servers, timeout, local
         self.post: PostJson | None = None

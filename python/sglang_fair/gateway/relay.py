@@ -12,10 +12,10 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import aiohttp
 from fastapi.responses import StreamingResponse
 
 from sglang_fair.edge.trust import PIN_FIELDS
+from sglang_fair.gateway.http1 import Answer, HttpError
 from sglang_fair.gateway.routing import GatewayRouter, Ticket
 from sglang_fair.gateway.usage import StreamCounter
 from sglang_fair.gateway.wire import with_pin
@@ -33,7 +33,7 @@ class Relay:
     request) and the policy hears the finish with the output tokens relayed. :meth:`cut` ends it
     early with an error event (the server was taken out)."""
 
-    def __init__(self, resp: aiohttp.ClientResponse, ticket: Ticket, router: GatewayRouter,
+    def __init__(self, resp: Answer, ticket: Ticket, router: GatewayRouter,
                  registry: set[Relay], heard: Callable[[], object] = lambda: None) -> None:
         self.resp, self.ticket, self.router, self.registry, self.heard = resp, ticket, router, registry, heard
         self.counter = StreamCounter()
@@ -44,12 +44,12 @@ class Relay:
     async def chunks(self) -> AsyncIterator[bytes]:
         """The server's bytes, each as soon as it arrives."""
         try:
-            async for chunk in self.resp.content.iter_any():
+            async for chunk in self.resp.iter_any():
                 self.heard()
                 self.counter.feed(chunk)
                 yield chunk
             self.complete = True
-        except (aiohttp.ClientError, TimeoutError) as err:
+        except (HttpError, TimeoutError) as err:
             logger.warning("worker %d broke off a stream: %s", self.ticket.worker.index, err)
             why = self.cut_reason or f"worker {self.ticket.worker.index} broke off: {err}"
             yield b"data: " + json.dumps({"error": {"message": why, "type": "ServiceUnavailable",

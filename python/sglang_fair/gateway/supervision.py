@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from sglang_fair.gateway.feedback import FeedbackListener, OwnPause
@@ -46,9 +46,11 @@ class ServerSupervisor:
         self.streams: dict[str, set[Cuttable]] = {}  # server URL -> the streams relayed from it now
         self.answered: dict[int, float] = {}  # worker -> when its answers last brought tokens
 
-    def servers_in(self) -> list[ServerInfo]:
+    def servers_in(self) -> Sequence[ServerInfo]:
         """The servers not taken out (all of them when every one is out: a request still gets an answer)."""
-        return [s for s in self.table.servers if s.url not in self.health.reasons] or list(self.table.servers)
+        if not self.health.reasons:  # the usual case, asked at every /tokenize call
+            return self.table.servers
+        return [s for s in self.table.servers if s.url not in self.health.reasons] or self.table.servers
 
     def take_out(self, url: str, why: str) -> None:
         """A send to ``url`` failed: out until a probe passes."""

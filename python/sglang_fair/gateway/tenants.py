@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import signal
 import threading
 import time
 
-from sglang_fair.edge.config import EdgeConfig, merge_per_client
+from sglang_fair.edge.config import EdgeConfig, merge_weights
 from sglang_fair.edge.keys import KeyTable
 from sglang_fair.edge.reload import PARTS, LiveTenants, TenantReloader
 from sglang_fair.gateway.routing import GatewayRouter
@@ -37,10 +36,7 @@ class GatewayTenants:
 
     def apply(self, table: KeyTable) -> None:
         """Run with ``table`` (a weight that conflicts with ``--client-weights``: ``ConfigError``)."""
-        weights = merge_per_client(self.flag_weights, table.weights, "weight", "--client-weights")
-        policy = self.router.policy
-        cost = dataclasses.replace(policy.config.cost, client_weights=weights)
-        policy.config = dataclasses.replace(policy.config, cost=cost)
+        self.router.policy.set_client_weights(merge_weights(self.flag_weights, table))
         self.router.budgets.set_budgets(table.budgets)
         self.live.table = table
 

@@ -14,14 +14,13 @@ import csv
 import io
 import os
 import shutil
-import subprocess
 import time
 import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sglang_fair.harness.server import free_ports, stop
+from sglang_fair.harness.proc import Proc, free_ports
 
 CONFIG = Path(__file__).resolve().parents[3] / "docker" / "haproxy" / "haproxy.cfg"
 COUNTERS = {"stot": "sessions", "wretr": "retries", "wredis": "redispatches", "chkdown": "taken_out",
@@ -49,13 +48,13 @@ class Balancer:
         self.config, self.log = config, log
         self.env = dict(os.environ, LB_BIND=f"127.0.0.1:{port}", LB_STATS_BIND=f"127.0.0.1:{stats_port}",
                         **{f"GATEWAY_{k + 1}": urlsplit(url).netloc for k, url in enumerate(gateways)})
-        self.popen: subprocess.Popen[bytes] | None = None
+        self.proc: Proc | None = None
 
     def start(self, timeout: float = 30.0) -> None:
         """Start HAProxy and wait until it reports every gateway up."""
-        with open(self.log, "ab") as fh:
-            self.popen = subprocess.Popen([haproxy_binary(), "-db", "-f", str(self.config)], env=self.env,
-                                          stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = Proc("haproxy", [haproxy_binary(), "-db", "-f", str(self.config)], self.url, self.log,
+                         self.env)
+        self.proc.start()
         self.wait_for("UP", timeout)
 
     def wait_for(self, status: str, timeout: float, server: str | None = None) -> float:
@@ -63,9 +62,10 @@ class Balancer:
         ``timeout``)."""
         began = time.monotonic()
         while True:
-            if self.popen is not None and self.popen.poll() is not None:
+            popen = self.proc.popen if self.proc is not None else None
+            if popen is not None and popen.poll() is not None:
                 tail = self.log.read_text()[-1500:]
-                raise RuntimeError(f"haproxy exited ({self.popen.returncode}): {tail}")
+                raise RuntimeError(f"haproxy exited ({popen.returncode}): {tail}")
             try:
                 rows = self.stats()
                 if all(r["status"].split(" ")[0] == status for name, r in rows.items()
@@ -87,6 +87,5 @@ class Balancer:
                 for r in mine}
 
     def stop(self) -> None:
-        if self.popen is not None:
-            stop(self.popen)
-            self.popen = None
+        if self.proc is not None:
+            self.proc.stop()

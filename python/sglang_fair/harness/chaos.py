@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sglang_fair.harness.cluster import ADMIN, Cluster, Proc, restart
+from sglang_fair.harness.cluster import ADMIN, Cluster
+from sglang_fair.harness.proc import Proc
 from sglang_fair.harness.server import get_json
 from sglang_fair.harness.traffic import Record, SlowReader, Spec, Traffic
 
@@ -68,7 +69,7 @@ def kill_fault(name: str, target: str, hold: float, scheduler_only: bool = False
 
     def end(c: Cluster) -> None:
         _proc(c, target).kill()  # what SGLang left of a server whose scheduler died
-        restart(_proc(c, target))
+        _proc(c, target).restart(300.0)
 
     part = "its scheduler" if scheduler_only else "the whole process group"
     again = "started again (an empty cache)" if target.startswith("server") else "started again"

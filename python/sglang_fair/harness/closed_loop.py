@@ -1,4 +1,5 @@
-"""A small closed-loop HTTP load generator for the CPU end-to-end tests and benchmarks (stdlib only).
+"""Closed-loop ``/generate`` clients for the CPU end-to-end tests and benchmarks, as a view of the
+harness's one load model (:class:`~sglang_fair.harness.traffic.Traffic`).
 
 Each :class:`ClientSpec` runs ``concurrency`` threads that send ``/generate`` requests back to back
 with the client's id in the identity header. When the window ends nothing new is sent; requests
@@ -8,15 +9,14 @@ their true latency), so a starved client cannot look fast by never finishing.
 
 from __future__ import annotations
 
-import itertools
-import json
-import threading
+import math
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+
+from sglang_fair.harness.traffic import Record, Spec, Traffic
+
+UNANSWERED = ("", "cut", "transport", "refused", "deadline")  # Record outcomes without an HTTP answer
 
 
 @dataclass(frozen=True)
@@ -29,9 +29,17 @@ class ClientSpec:
     max_tokens: int = 32
     headers: tuple[tuple[str, str], ...] = ()  # default: (("X-Client-Id", name),)
 
+    def spec(self) -> Spec:
+        """The client in the load model: closed loop, no wait after a 429."""
+        return Spec(self.name, concurrency=self.concurrency, max_tokens=self.max_tokens, text=self.prompt,
+                    headers=self.headers or (("X-Client-Id", self.name),), wait_429=0.0)
+
 
 @dataclass
 class Outcome:
+    """One request: sent at ``sent``; ``latency`` None: no answer (in flight at the window's end, or
+    lost); ``status`` 0: no HTTP answer."""
+
     sent: float
     latency: float | None = None
     prompt_tokens: int = 0
@@ -39,6 +47,16 @@ class Outcome:
     completion_tokens: int = 0
     status: int = 0
     dp_rank: int | None = None  # the data-parallel worker that answered (SGLang's meta_info)
+
+    @classmethod
+    def of(cls, record: Record, end: float = math.inf) -> Outcome:
+        """``record`` as answered by ``end``, or without its answer (censored) if it came later."""
+        out = cls(sent=record.sent)
+        if 0 < record.ended <= end and record.outcome not in UNANSWERED:
+            out.latency, out.status = record.ended - record.sent, record.status
+            out.prompt_tokens, out.cached_tokens = record.prompt_tokens, record.cached_tokens
+            out.completion_tokens, out.dp_rank = record.completion_tokens, record.dp_rank
+        return out
 
 
 @dataclass
@@ -56,60 +74,21 @@ class ClientResult:
 
 def generate(url: str, headers: dict[str, str], text: str, max_tokens: int, timeout: float) -> Outcome:
     """One blocking ``/generate`` request; returns its outcome (status 0 on a transport error)."""
-    body = json.dumps({"text": text, "sampling_params": {"max_new_tokens": max_tokens, "ignore_eos": True}})
-    req = urllib.request.Request(
-        url + "/generate", data=body.encode(), method="POST",
-        headers={"content-type": "application/json", **headers},
-    )
-    out = Outcome(sent=time.monotonic())
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as resp:
-            meta: dict[str, Any] = json.loads(resp.read())["meta_info"]
-            out.status = resp.status
-    except urllib.error.HTTPError as err:
-        out.status = err.code
-        out.latency = time.monotonic() - out.sent
-        return out
-    except OSError:
-        return out
-    out.latency = time.monotonic() - out.sent
-    out.prompt_tokens = int(meta.get("prompt_tokens", 0))
-    out.cached_tokens = int(meta.get("cached_tokens", 0))
-    out.completion_tokens = int(meta.get("completion_tokens", 0))
-    out.dp_rank = meta.get("dp_rank")
-    return out
+    spec = Spec("generate", max_tokens=max_tokens, text=lambda _: text, headers=tuple(headers.items()))
+    return Outcome.of(Traffic(url, [spec], deadline=timeout).send(spec, 0))
 
 
 def run_load(url: str | Sequence[str], specs: list[ClientSpec],
              duration: float) -> tuple[dict[str, ClientResult], float]:
     """Run all clients for ``duration`` seconds against ``url`` (several: one request to each in turn,
-    as a round-robin load balancer); return results and the window's end time."""
-    urls = [url] if isinstance(url, str) else list(url)
-    results = {s.name: ClientResult(s.name) for s in specs}
-    lock = threading.Lock()
+    as a round-robin load balancer); return results (each client's requests in the order sent) and the
+    window's end time."""
     end = time.monotonic() + duration
-    counters = {s.name: 0 for s in specs}
-    turn = itertools.count()
-
-    def worker(spec: ClientSpec) -> None:
-        while time.monotonic() < end:
-            with lock:
-                i = counters[spec.name]
-                counters[spec.name] += 1
-                outcome = Outcome(sent=time.monotonic())
-                results[spec.name].outcomes.append(outcome)
-                target = urls[next(turn) % len(urls)]
-            headers = dict(spec.headers or (("X-Client-Id", spec.name),))
-            got = generate(target, headers, spec.prompt(i), spec.max_tokens, timeout=duration + 120)
-            if time.monotonic() <= end:
-                outcome.latency, outcome.status = got.latency, got.status
-                outcome.prompt_tokens, outcome.cached_tokens = got.prompt_tokens, got.cached_tokens
-                outcome.completion_tokens, outcome.dp_rank = got.completion_tokens, got.dp_rank
-
-    threads = [
-        threading.Thread(target=worker, args=(s,), daemon=True) for s in specs for _ in range(s.concurrency)
-    ]
-    for t in threads:
-        t.start()
+    traffic = Traffic(url, [s.spec() for s in specs], deadline=duration + 120, one_count=True)
+    traffic.start(until=end)
     time.sleep(max(0.0, end - time.monotonic()))
+    traffic.stop(wait=0.0)
+    results = {s.name: ClientResult(s.name) for s in specs}
+    for record in sorted(traffic.sent(), key=lambda r: r.index):
+        results[record.client].outcomes.append(Outcome.of(record, end))
     return results, end

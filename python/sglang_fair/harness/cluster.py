@@ -14,87 +14,21 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import socket
-import subprocess
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from sglang_fair.harness.balancer import Balancer
-from sglang_fair.harness.memory import SAMPLER
-from sglang_fair.harness.server import cpu_server_cmd, free_ports, stop, wait_ready
+from sglang_fair.harness.proc import Proc, free_ports
+from sglang_fair.harness.server import cpu_server_cmd
 
 TOKEN = "chaos-gateway-token-0123456789abcdef"
 SERVER_HOST = "127.0.0.2"
 ADMIN = "ops"  # the client whose key reads every client's row of the servers' /fairness
-
-
-@dataclass
-class Proc:
-    """One server or gateway: how to start it, and its running process (None: not started or gone)."""
-
-    name: str
-    cmd: list[str]
-    url: str
-    log: Path
-    env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
-    popen: subprocess.Popen[bytes] | None = None
-    sampled: bool = False  # its memory is sampled (an SGLang server)
-
-    def start(self) -> None:
-        with open(self.log, "ab") as fh:
-            self.popen = subprocess.Popen(self.cmd, stdout=fh, stderr=subprocess.STDOUT, env=self.env,
-                                          start_new_session=True)
-        if self.sampled:
-            SAMPLER.watch(self.name, self.popen)
-
-    def wait_ready(self, timeout: float) -> None:
-        assert self.popen is not None
-        try:
-            wait_ready(self.url, self.popen, timeout)
-        except (RuntimeError, TimeoutError) as err:
-            tail = self.log.read_text(errors="replace")[-3000:]
-            raise RuntimeError(f"{self.name} did not start: {err}\n{tail}") from None
-
-    def signal(self, sig: int, scheduler_only: bool = False) -> None:
-        """Send ``sig`` to the whole process group, or only to the scheduler process under it."""
-        assert self.popen is not None
-        if scheduler_only:
-            self.scheduler().send_signal(sig)
-        else:
-            os.killpg(os.getpgid(self.popen.pid), sig)
-
-    def scheduler(self) -> Any:
-        import psutil
-
-        assert self.popen is not None
-        found = [p for p in psutil.Process(self.popen.pid).children(recursive=True)
-                 if "scheduler" in " ".join(p.cmdline())]
-        if len(found) != 1:
-            raise RuntimeError(f"{self.name}: expected one scheduler process, found {len(found)}")
-        return found[0]
-
-    def kill(self) -> None:
-        """SIGKILL to the whole group, then reap it (what SGLang left behind is gone too)."""
-        if self.popen is None:
-            return
-        SAMPLER.unwatch(self.popen)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(os.getpgid(self.popen.pid), signal.SIGKILL)
-        self.popen.wait(timeout=30)
-        self.popen = None
-
-    def stop(self) -> None:
-        if self.popen is not None:
-            SAMPLER.unwatch(self.popen)
-            stop(self.popen)
-            self.popen = None
 
 
 class LinkProxy:
@@ -206,10 +140,3 @@ def start_cluster(stack: ExitStack, model: Path, tmp: Path, clients: dict[str, f
     balancer.start()
     return cluster
 
-
-def restart(proc: Proc, timeout: float = 300.0) -> float:
-    """Start ``proc`` again (after :meth:`Proc.kill`) and wait until it answers; the seconds it took."""
-    began = time.monotonic()
-    proc.start()
-    proc.wait_ready(timeout)
-    return time.monotonic() - began

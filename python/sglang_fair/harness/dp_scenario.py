@@ -13,12 +13,12 @@ over it; the light clients' latency (censored, see :mod:`closed_loop`).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sglang_fair.core.cost import CostModel
 from sglang_fair.harness.closed_loop import ClientResult, ClientSpec, Outcome, run_load
-from sglang_fair.harness.scenario import words
+from sglang_fair.harness.traffic import words
 from sglang_fair.metrics.ledger import ServiceLedger
 from sglang_fair.metrics.stats import jain_index, percentile
 
@@ -32,9 +32,14 @@ class DPWorkload:
     light_clients: int = 2
     heavy_concurrency: int = 32
     max_tokens: int = 32
+    keys: dict[str, str] = field(default_factory=dict)  # client -> API key (empty: header identity)
 
     def program_of(self, i: int) -> int:
         return i % self.programs
+
+    def headers(self, name: str) -> tuple[tuple[str, str], ...]:
+        key = self.keys.get(name)
+        return (("Authorization", f"Bearer {key}"),) if key else ()
 
     def specs(self) -> list[ClientSpec]:
         prefixes = [words(100 + p, self.prefix_words) for p in range(self.programs)]
@@ -45,9 +50,10 @@ class DPWorkload:
         def light(offset: int) -> Any:
             return lambda i: words(offset + i, self.light_words)
 
-        lights = [ClientSpec(f"light-{k + 1}", 1, light(30_000 + 10_000 * k), self.max_tokens)
-                  for k in range(self.light_clients)]
-        return [ClientSpec("heavy", self.heavy_concurrency, heavy, self.max_tokens), *lights]
+        lights = [ClientSpec(f"light-{k + 1}", 1, light(30_000 + 10_000 * k), self.max_tokens,
+                             self.headers(f"light-{k + 1}")) for k in range(self.light_clients)]
+        return [ClientSpec("heavy", self.heavy_concurrency, heavy, self.max_tokens, self.headers("heavy")),
+                *lights]
 
 
 @dataclass

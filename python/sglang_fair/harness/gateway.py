@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from sglang_fair.harness.server import free_port, stop, wait_ready
+from sglang_fair.harness.proc import Proc, free_port
 
 
 @contextmanager
@@ -19,14 +18,11 @@ def running_gateway(servers: Sequence[str], args: Sequence[str], log: Path,
     port = free_port()
     cmd = [sys.executable, "-m", "sglang_fair.cli", "gateway", "--worker-urls", ",".join(servers),
            "--port", str(port), *args]
-    with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
+    proc = Proc("the gateway", cmd, f"http://127.0.0.1:{port}", log)
+    log.write_bytes(b"")
+    proc.start()
     try:
-        try:
-            wait_ready(url, proc, timeout)
-        except (RuntimeError, TimeoutError) as err:
-            raise RuntimeError(f"the gateway did not start: {err}\n{log.read_text()[-2000:]}") from None
-        yield url
+        proc.wait_ready(timeout)
+        yield proc.url
     finally:
-        stop(proc)
+        proc.stop()

@@ -12,7 +12,6 @@ client received between two ``/fairness`` snapshots taken while all clients were
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -21,19 +20,8 @@ from typing import Any
 
 from sglang_fair.harness.closed_loop import ClientResult, ClientSpec, run_load
 from sglang_fair.harness.server import get_json
+from sglang_fair.harness.traffic import words as words  # also the tests'
 from sglang_fair.metrics.stats import percentile
-
-# The words scripts/make_tiny_model.py trains its tokenizer on, so one word is about one token.
-VOCAB = [
-    "the", "a", "service", "client", "request", "token", "cache", "prefix", "fair", "share",
-    "queue", "light", "heavy", "model", "server", "batch", "decode", "prefill", "answer",
-    "question", "system", "user", "assistant", "data", "time", "order", "first", "next", "round",
-]
-
-
-def words(seed: int, n: int) -> str:
-    rng = random.Random(seed)
-    return " ".join(rng.choice(VOCAB) for _ in range(n))
 
 
 @dataclass(frozen=True)

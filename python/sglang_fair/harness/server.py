@@ -5,17 +5,18 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sglang_fair.harness.memory import SAMPLER
+from sglang_fair.harness.proc import PORT_TAKEN, PortTaken, Proc, free_port, free_ports, stop, wait_ready
+
+__all__ = ["PORT_TAKEN", "PORT_TRIES", "NoTokenLimit", "PortTaken", "cpu_server_cmd", "exit_on_sigterm",
+           "free_port", "free_ports", "get_json", "running_server", "stop", "wait_ready"]
 
 CPU_FLAGS = (
     "--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
@@ -40,55 +41,13 @@ def cpu_server_cmd(model: Path, port: int, args: Sequence[str],
     return [sys.executable, "-m", module, "--model-path", str(model), *CPU_FLAGS, "--port", str(port), *args]
 
 
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free ports (all held open while chosen: ports chosen one at a time can repeat)."""
-    socks = [socket.socket() for _ in range(n)]
-    try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
-def free_port() -> int:
-    return free_ports(1)[0]
-
-
 def get_json(url: str, timeout: float = 10.0, headers: dict[str, str] | None = None) -> Any:
     req = urllib.request.Request(url, headers=headers or {})
     with urllib.request.urlopen(req, timeout=timeout) as resp:
         return json.loads(resp.read())
 
 
-class PortTaken(RuntimeError):
-    """The server's HTTP port was taken between choosing it and binding it (SGLang binds it only after
-    loading the model; its own processes pick ports meanwhile): its HTTP server failed, the rest waits."""
-
-
-PORT_TAKEN = b"address already in use"
 PORT_TRIES = 3
-
-
-def wait_ready(url: str, proc: subprocess.Popen[bytes], timeout: float, log: Path | None = None,
-               since: int = 0) -> None:
-    """Poll ``/health`` until it answers 200; raise if the process exits, its ``log`` (from byte
-    ``since``) says its port was taken (:class:`PortTaken`), or time runs out."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"server exited with code {proc.returncode} before becoming ready")
-        if log is not None and PORT_TAKEN in log.read_bytes()[since:]:
-            raise PortTaken(f"{url}: {PORT_TAKEN.decode()} (see {log})")
-        try:
-            with urllib.request.urlopen(url + "/health", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise TimeoutError(f"server not ready after {timeout:.0f} s")
 
 
 def exit_on_sigterm() -> None:
@@ -98,19 +57,6 @@ def exit_on_sigterm() -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, leave)
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    """Terminate the server's process group (SIGTERM, then SIGKILL after 15 s)."""
-    if proc.poll() is not None:
-        return
-    pgid = os.getpgid(proc.pid)
-    os.killpg(pgid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(pgid, signal.SIGKILL)
-        proc.wait(timeout=15)
 
 
 @contextmanager
@@ -140,28 +86,23 @@ def running_server(
     cpu_server_cmd(model, 0, args, module)  # refuses before anything starts
     log.write_bytes(b"")
     for attempt in range(1, PORT_TRIES + 1):
-        port, since = free_port(), log.stat().st_size
-        cmd = cpu_server_cmd(model, port, args, module)
-        with open(log, "ab") as fh:
-            proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        SAMPLER.watch(log.stem, proc)
-        url = f"http://127.0.0.1:{port}"
+        port = free_port()
+        proc = Proc(log.stem, cpu_server_cmd(model, port, args, module), f"http://127.0.0.1:{port}", log, env,
+                    sampled=True)
+        popen = proc.start()
         if started is not None:
-            started(proc)
+            started(popen)
         try:
-            wait_ready(url, proc, timeout, log, since)
+            proc.wait_ready(timeout)
             break
         except PortTaken:
-            SAMPLER.unwatch(proc)
-            stop(proc)
+            proc.stop()
             if attempt == PORT_TRIES:
                 raise
         except BaseException:
-            SAMPLER.unwatch(proc)
-            stop(proc)
+            proc.stop()
             raise
     try:
-        yield url
+        yield proc.url
     finally:
-        SAMPLER.unwatch(proc)
-        stop(proc)
+        proc.stop()

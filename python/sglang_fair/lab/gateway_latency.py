@@ -26,6 +26,7 @@ import aiohttp
 
 from sglang_fair.harness.gateway import running_gateway
 from sglang_fair.harness.server import running_server
+from sglang_fair.metrics import percentile
 
 SERVER = ("--max-running-requests", "16", "--max-total-tokens", "8000")
 TOKEN = "bench-gateway-token-0123456789abcdef"
@@ -50,8 +51,7 @@ async def one(session: aiohttp.ClientSession, url: str, i: int, max_tokens: int)
 
 
 def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * len(ordered) + 0.5) - 1))]
+    return percentile(values, 100 * q, nearest_rank=True)
 
 
 async def load(paths: dict[str, str], rate: float, duration: float, max_tokens: int,

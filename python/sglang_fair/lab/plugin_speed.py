@@ -156,8 +156,8 @@ def overhead(steps: int, sizes: list[int]) -> None:
 
 def throughput(model: Path, window: float, rounds: int) -> None:
     from sglang_fair.harness.closed_loop import ClientSpec, run_load
-    from sglang_fair.harness.scenario import words
     from sglang_fair.harness.server import running_server
+    from sglang_fair.harness.traffic import words
 
     def client(c: int) -> ClientSpec:
         prefix = words(100 + c, 600)

@@ -63,6 +63,8 @@ LABS: tuple[Lab, ...] = (
          "the simulator against the real CPU engine: one workload in both, per policy"),
         ("trace-weighted-dp", _LAB + "trace_weighted_dp",
          "the weighted 4:1 pair on the CPU engine, each scheduler's view sampled every second"),
+        ("bands-live", _LAB + "bands_live",
+         "priority bands and their reserve on the CPU engine: an interactive client beside a batch flood"),
     ),
     *_labs(
         "simulator studies",

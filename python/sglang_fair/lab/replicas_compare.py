@@ -28,8 +28,8 @@ from typing import Any
 from sglang_fair.core.cost import CostModel
 from sglang_fair.harness.closed_loop import ClientSpec, run_load
 from sglang_fair.harness.gateway import running_gateway
-from sglang_fair.harness.scenario import words
 from sglang_fair.harness.server import free_port, get_json
+from sglang_fair.harness.traffic import words
 from sglang_fair.lab.gateway_compare import (
     cache_totals,
     compare_on_two_servers,

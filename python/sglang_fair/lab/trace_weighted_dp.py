@@ -8,9 +8,8 @@
 ``--max-running-requests 8``; the two heavy clients of ``harness.dp_scenario.WeightedWorkload`` keep
 ``--concurrency`` requests each in flight for ``--window`` seconds. Prints the service ratio and, every 5 s,
 each worker's waiting and running requests and DLPM counter per client (its published snapshot); with
-``--json``, every sample. Used for docs/design/fair_router.md's weighted trace (2026-11-28): 24 in flight on
-two workers leaves the heavy client's queue at a worker empty at moments, and each such moment lets the other
-refill; 48 gives 4:1.
+``--json``, every sample, with each client's service and tokens there too. Used for the weighted trace of
+docs/design/fair_router.md (2026-11-28): 2.5:1 until dlpm_light waited for a returning client, 3.5-3.6 since.
 """
 
 from __future__ import annotations
@@ -28,6 +27,8 @@ from typing import Any
 from sglang_fair.harness.dp_scenario import WeightedWorkload, run_weighted
 from sglang_fair.harness.server import running_server
 from sglang_fair.sglang_plugin.tmpdirs import OWNER
+
+FIELDS = ("waiting", "running", "counter", "service", "requests", "cached_tokens", "input_tokens")
 
 
 def state_dir(pid: int) -> Path | None:
@@ -49,7 +50,7 @@ def sample(stop: threading.Event, pid: int, out: list[dict[str, Any]], clients: 
                 data = json.loads(path.read_text())
             except (OSError, ValueError):
                 continue
-            row[path.stem] = {c: {k: f.get(k) for k in ("waiting", "running", "counter")}
+            row[path.stem] = {c: {k: f.get(k) for k in FIELDS}
                               for c, f in data.get("clients", {}).items() if c in clients}
         out.append(row)
 

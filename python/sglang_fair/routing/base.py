@@ -18,6 +18,9 @@ A host (the fair router process, the simulator, a test) drives a :class:`Routing
                               waiting there, its measured service rate), every heartbeat: the base
                               keeps it and learns the worker's capacity from it
     forget(client)            drop the client's per-client state (it returns as a new client)
+    set_client_weights(weights)
+                              the tenant file was reloaded: every client's weight from the next
+                              refill on (counters keep what they hold)
 
     mark_dead(worker) / mark_alive(worker)
                               failure handling: a dead worker gets nothing, its queue size is
@@ -38,8 +41,8 @@ every cap.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import ClassVar, NamedTuple, Protocol
 
 from sglang_fair.core.cost import CostModel
@@ -238,6 +241,11 @@ class RoutingPolicy(ABC):
         if worker not in self.workers:
             raise ConfigError(f"unknown worker {worker}")
         self.queue[worker] = max(0, self.queue[worker] - 1)
+
+    def set_client_weights(self, weights: Mapping[str, float]) -> None:
+        """Run with ``weights`` (client -> weight; others 1) from now on: the next refill of a
+        client's counters uses its new weight, what they already hold stays."""
+        self.config = replace(self.config, cost=replace(self.config.cost, client_weights=weights))
 
     def forget(self, client: str) -> None:  # noqa: B027 (an optional hook)
         """Drop what the policy keeps per ``client`` (the host forgets clients idle for a TTL; one that

@@ -21,7 +21,9 @@ request r of client c, this policy decides:
    to the least filled such worker: clients placed by their own prompts are not partitioned onto workers.
 3. **New work goes where c has credit.** Otherwise (a new program, document or conversation) r goes to a
    candidate where q[c][w] > 0 (G_avail, refilled as Alg. 2 does when there is none), the one where c has the
-   least in flight, then the one whose tree holds the fewest tokens (cache-aware's choice for new work).
+   least in flight, then (for a client that never had two requests in flight at once) the worker of its last
+   request, where its return is awaited (``dlpm_light``'s change 4), then the one whose tree holds the fewest
+   tokens (cache-aware's choice for new work).
 4. **Charged what it costs there**: dispatch charges w_e x the tokens the chosen worker does not hold (by the
    global tree), the finish w_q x the output tokens, as DLPM charges on the worker itself.
 5. **A quantum in time**: Q_c = max(``quantum_s`` x a worker's measured service rate (reported with its load),
@@ -54,12 +56,16 @@ class FairCacheAware(D2LPM):
         super().__init__(config)
         self.sizes: dict[str, float] = {}  # per client: recent largest input cost of one request
         self.inflight: dict[str, list[int]] = {}  # per client: its requests in flight at each worker
+        self.last_worker: dict[str, int] = {}  # per client: where its last request went
+        self.streams: set[str] = set()  # clients that had more than one request in flight at once
         self.last_decision = ""  # "holder", "spread" or "credit", for tests and views
 
     def forget(self, client: str) -> None:
         super().forget(client)
         self.sizes.pop(client, None)
         self.inflight.pop(client, None)
+        self.last_worker.pop(client, None)
+        self.streams.discard(client)
 
     def size_with(self, client: str, n: int) -> float:
         """The client's recent largest request input cost, counting one of ``n`` tokens now."""
@@ -80,6 +86,9 @@ class FairCacheAware(D2LPM):
         """w_e x the tokens ``worker`` does not hold; the client's work in flight there; its recent
         largest request."""
         self.inflight.setdefault(req.client, [0] * len(self.workers))[worker] += 1
+        self.last_worker[req.client] = worker
+        if sum(self.inflight[req.client]) > 1:
+            self.streams.add(req.client)
         n = token_count(req.tokens)
         self.sizes[req.client] = self.size_with(req.client, n)
         self.counters(req.client)[worker] -= self.config.cost.extend_cost(n - self.held(req).get(worker, 0))
@@ -123,7 +132,8 @@ class FairCacheAware(D2LPM):
             return chosen
         self.last_decision = "credit"
         sizes = self.tree.worker_tokens
-        return min(credit or ok, key=lambda w: (share(w), sizes[w], w))
+        back = None if client in self.streams else self.last_worker.get(client)  # one at a time: back
+        return min(credit or ok, key=lambda w: (share(w), w != back, sizes[w], w))
 
     def available(self, client: str, n: int | None = None) -> list[int]:
         """G_avail after Alg. 2's refill with the client's quantum (a request of ``n`` tokens at hand)."""

@@ -15,6 +15,7 @@ own workers' finishes and evictions: fairness and locality per server. With one 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import replace
 
 from sglang_fair.core.errors import require
@@ -112,3 +113,8 @@ class PerServer(RoutingPolicy):
     def forget(self, client: str) -> None:
         for server in self.servers:
             server.forget(client)
+
+    def set_client_weights(self, weights: Mapping[str, float]) -> None:
+        super().set_client_weights(weights)
+        for server in self.servers:
+            server.set_client_weights(weights)

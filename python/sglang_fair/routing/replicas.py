@@ -22,7 +22,7 @@ of a queue is off by at most the ``lag`` notices it has not seen
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from sglang_fair.core.global_tree import TokenKey
 from sglang_fair.routing.base import RouterConfig, RouteRequest, RoutingPolicy, WorkerLoad
@@ -115,3 +115,8 @@ class Replicas(RoutingPolicy):
     def forget(self, client: str) -> None:
         for replica in self.replicas:
             replica.forget(client)
+
+    def set_client_weights(self, weights: Mapping[str, float]) -> None:
+        super().set_client_weights(weights)
+        for replica in self.replicas:
+            replica.set_client_weights(weights)

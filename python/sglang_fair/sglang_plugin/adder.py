@@ -32,19 +32,20 @@ class AdderBudget:
     def exhausted(self) -> bool:
         return self.stopped or bool(self.adder.budget_state() == self.result_type.OTHER)
 
-    def _slots_left(self) -> bool:
+    def room(self) -> int:
+        """Requests the running-request limit lets this step still start (the scheduler loop's check)."""
         batch = self.adder.running_batch
         held = sum(r.kv.holds_kv for r in self.adder.can_run_list)
         limit = self.scheduler.get_num_allocatable_reqs(
             len(batch.reqs), None, running_batch=batch, num_held_rows=held
         )
-        return bool(len(self.adder.can_run_list) < limit)
+        return max(int(limit) - len(self.adder.can_run_list), 0)
 
     def try_add(self, ad: Any) -> bool:
         if self.stopped:
             return False
         batch = self.adder.running_batch
-        if not self._slots_left():
+        if self.room() <= 0:
             batch.batch_is_full = True
             self.stopped = True
             return False

@@ -159,7 +159,7 @@ def install_http(*args: Any, **kwargs: Any) -> None:
     check_edge(server_args, config, router)
     meter = TokenMeter(BudgetBook(config.edge.key_table.budgets), token_totals)
     tenants = LiveTenants(config.edge.key_table)
-    reloadable = start_edge_reload(config, tenants, meter.book, policy, router) is not None
+    reloadable = start_edge_reload(config, tenants, meter.book, policy) is not None
     app.add_route("/fairness", make_fairness_endpoint(config, meter), methods=["GET"])
     app.add_route(ROUTER_PATH, make_router_endpoint(link), methods=["GET"])
     if config.feedback.enabled:

@@ -128,7 +128,8 @@ def run(config: FairConfig, sglang_args: Sequence[str], router: RouterSettings |
     process = None
     if plan.policy is not None:
         process = start_router(plan.policy, server_args.dp_size, router or RouterSettings(), config,
-                               getattr(server_args, "max_running_requests", None) or 0)
+                               getattr(server_args, "max_running_requests", None) or 0,
+                               server_args.schedule_policy)
     try:
         run_server(server_args)
     finally:

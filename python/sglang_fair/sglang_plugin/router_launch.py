@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sglang_fair.core.cost import CostModel
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.sglang_plugin.config import FairConfig
 from sglang_fair.sglang_plugin.router_link import (
@@ -31,6 +32,7 @@ from sglang_fair.sglang_plugin.router_link import (
     RouterSettings,
     router_command,
 )
+from sglang_fair.sglang_plugin.tenant_reload import router_tenant_file
 from sglang_fair.sglang_plugin.tmpdirs import private_dir
 
 logger = logging.getLogger("sglang_fair")
@@ -177,18 +179,30 @@ def with_client_ttl(settings: RouterSettings, config: FairConfig, num_workers: i
     return replace(settings, service=service)
 
 
-def start_router(policy: str, num_workers: int, settings: RouterSettings,
-                 config: FairConfig, max_running: int = 0) -> RouterProcess:
+def with_tenant_file(settings: RouterSettings, config: FairConfig,
+                     schedule_policy: str | None) -> tuple[RouterSettings, CostModel]:
+    """The router's settings and cost: the workers' cost with every client's weight, so the router's
+    D²LPM is weighted as DLPM is. Where the schedulers reload the weights (a fair ``schedule_policy``)
+    the router is given the tenant file and ``--client-weights`` apart, and merges and reloads them
+    itself (``sglang_fair_router/tenants.py``); otherwise it gets the merged weights, to keep."""
+    path = router_tenant_file(config, schedule_policy)
+    if not path:
+        return settings, config.cost()
+    return replace(settings, service=replace(settings.service, client_keys=path)), config.admission.cost
+
+
+def start_router(policy: str, num_workers: int, settings: RouterSettings, config: FairConfig,
+                 max_running: int = 0, schedule_policy: str | None = None) -> RouterProcess:
     """Export the :class:`RouterLink` (every SGLang process started after this sees it) and start
-    ``sglang-fair router`` on it, with the workers' cost and every client's weight (flag and key file),
-    so the router's D²LPM is weighted as DLPM is, and the workers' ``--max-running-requests`` as their
-    capacity until their heartbeats say more."""
+    ``sglang-fair router`` on it, with the workers' cost and the tenants' weights
+    (:func:`with_tenant_file`) and the workers' ``--max-running-requests`` as their capacity until
+    their heartbeats say more."""
     directory = private_dir("sgl-fair-")  # short: ipc:// paths have a length limit
     link = RouterLink(directory, num_workers, settings.service.heartbeat_interval,
                       prefill_budget=policy == "pab", policy=policy)
     os.environ[ENV_ROUTER] = link.to_env()
-    settings = with_client_ttl(settings, config, num_workers)
+    settings, cost = with_tenant_file(with_client_ttl(settings, config, num_workers), config, schedule_policy)
     if max_running and not settings.routing.worker_capacity:
         settings = replace(settings, routing=replace(settings.routing, worker_capacity=max_running))
-    cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(link, policy, settings, config.cost())]
+    cmd = [sys.executable, "-m", "sglang_fair.cli", *router_command(link, policy, settings, cost)]
     return RouterProcess(cmd, directory)

@@ -27,10 +27,10 @@ ENV_ROUTER = "SGLANG_FAIR_ROUTER"
 ROUTER_METHODS = tuple(ROUTING_POLICIES.names())  # every routing policy serves through the router
 SGLANG_METHODS = ("auto", "round_robin", "follow_bootstrap_room", "total_requests", "total_tokens")
 ROUTER_FILLED_IN = ("policy", "num_workers")  # from --load-balance-method and --dp-size
-# the link's IPC endpoints, the client TTL (serve's --client-ttl, 0 with --client-keys) and the
-# per-client bound (serve's --client-max-queued x the workers)
+# the link's IPC endpoints, the client TTL (serve's --client-ttl, 0 with --client-keys), the
+# per-client bound (serve's --client-max-queued x the workers) and the tenant file (serve's --client-keys)
 SERVICE_FILLED_IN = ("frontend", "failures", "feedback", "workers", "client_ttl", "client_max_inflight",
-                     "state_file")
+                     "state_file", "client_keys")
 KV_EVENTS_PUBLISHER = "sglang_fair"  # the name our eviction publisher is registered under in SGLang
 
 

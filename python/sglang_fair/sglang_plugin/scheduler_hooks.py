@@ -17,7 +17,6 @@ from sglang_fair.sglang_plugin.config import FAIR_POLICIES, config_from_env
 from sglang_fair.sglang_plugin.match_index import INDEX_ATTR
 from sglang_fair.sglang_plugin.pab_report import report_prefill_budget
 from sglang_fair.sglang_plugin.publish import Publisher, state_dir
-from sglang_fair.sglang_plugin.router_link import link_from_env
 from sglang_fair.sglang_plugin.state import FairState
 from sglang_fair.sglang_plugin.tenant_reload import allow_request_priority, scheduler_reloader
 from sglang_fair.sglang_plugin.worker_hooks import report_load
@@ -45,8 +44,7 @@ def validate_policy(original: Any, self: Any, policy: str, tree_cache: Any) -> A
     state = FairState(admission, client_ttl=config.edge.idle_ttl())
     allow_request_priority(state, config.edge.key_table.request_priority)
     setattr(self, STATE_ATTR, state)
-    setattr(self, RELOAD_ATTR, scheduler_reloader(config, policy, admission, link_from_env() is not None,
-                                                  state))
+    setattr(self, RELOAD_ATTR, scheduler_reloader(config, policy, admission, state))
     cost = admission.cost
     logger.info("sglang-fair: %s admission (Q^u=%s, w_e=%s, w_q=%s, weights=%s)", policy,
                 admission.quantum, cost.w_e, cost.w_q, dict(cost.client_weights))

@@ -35,6 +35,7 @@ from typing import Any
 
 from sglang_fair.admission import AdmissionPolicy, Budget
 from sglang_fair.admission.band_names import request_band
+from sglang_fair.admission.base import room_of
 from sglang_fair.admission.lpm import LpmQueue
 from sglang_fair.core.cost import CostModel
 from sglang_fair.core.idle_clients import IdleClients
@@ -85,6 +86,10 @@ class _Tried:
     def exhausted(self) -> bool:
         return self.budget.exhausted()
 
+    def room(self) -> int | None:
+        room = room_of(self.budget)
+        return room() if room is not None else None
+
 
 def client_of(req: Any) -> str:
     """The client id the HTTP edge put in ``routing_key`` (``default`` if none)."""
@@ -129,6 +134,7 @@ class FairState:
             own = self.priority_clients and client_of(req) in self.priority_clients
             ad = ReqAdapter(req, float(self._seq),
                             request_band(getattr(req, "priority", None), self.low_first) if own else None)
+            self.policy.tick(self.clock())
             self.policy.on_arrival(ad)
         ad.status = WAITING
         self._touch(ad.client)
@@ -224,6 +230,7 @@ class FairState:
     def after_step(self) -> None:
         """Charge new output tokens of running requests; retire the finished ones."""
         self._synced = None
+        self.policy.tick(self.clock())
         for rid, ad in list(self.running.items()):
             produced = len(ad.req.output_ids)
             if produced > ad.out_seen:

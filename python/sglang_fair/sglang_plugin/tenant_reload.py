@@ -7,23 +7,29 @@
   refill uses them), the bands and ``allow_request_priority`` (``dlpm``, ``dlpm_light``: requests that
   arrive from then on) are the file's before any admission that follows a change; an idle scheduler has
   nothing to admit and looks at its next request.
+- The global router (``--dp-size N`` with this project's routing): given the file
+  (:func:`router_tenant_file`), it looks at it itself every half second and applies the weights to its
+  routing policy (``sglang_fair_router/tenants.py``), with the same merge with ``--client-weights``.
 
-What needs a restart is kept, with a log line: the weights when the global router runs (it took them
-on its command line) or the policy is not fair (weights need ``dlpm``, ``dlpm_light`` or ``vtc``), the
-bands under a policy that keeps none. Both sides decide the same way (:func:`live_parts`), so the
-schedulers never apply what the edge refused.
+What needs a restart is kept, with a log line: the weights under a policy that is not fair (weights
+need ``dlpm``, ``dlpm_light`` or ``vtc``; the router is then not given the file and keeps its start
+weights too), the bands under a policy that keeps none. The edge and the schedulers decide the same
+way (:func:`live_parts`, :func:`checked`), so the schedulers never apply what the edge refused; the
+router refuses what its merge refuses (an invalid file, a weight against ``--client-weights``), not a
+band against ``--fair-client-bands``, which it never reads.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from typing import Any
 
 from sglang_fair.admission import AdmissionPolicy, keeps_bands
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.edge.budgets import BudgetBook
-from sglang_fair.edge.config import merge_per_client
+from sglang_fair.edge.config import merge_per_client, merge_weights
 from sglang_fair.edge.keys import KeyTable
 from sglang_fair.edge.reload import LiveTenants, TenantReloader, watch
 from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig
@@ -31,10 +37,11 @@ from sglang_fair.sglang_plugin.config import FAIR_POLICIES, FairConfig
 logger = logging.getLogger("sglang_fair")
 
 
-def live_parts(policy: str | None, router: bool) -> frozenset[str]:
-    """The parts of the tenant file ``serve`` changes while serving with SGLang policy ``policy``."""
+def live_parts(policy: str | None) -> frozenset[str]:
+    """The parts of the tenant file ``serve`` changes while serving with SGLang policy ``policy`` (the
+    global router, where one runs, changes the weights with the schedulers)."""
     parts = {"clients", "budgets"}
-    if policy in FAIR_POLICIES and not router:
+    if policy in FAIR_POLICIES:
         parts.add("weights")
     if policy is not None and keeps_bands(policy):
         parts |= {"bands", "request_priority"}
@@ -45,8 +52,7 @@ def checked(config: FairConfig, table: KeyTable, policy: str | None) -> tuple[di
                                                                             dict[str, float]]:
     """The weights and bands ``table`` gives with the flags' (a conflict, or token budgets without a
     fair policy: :class:`ConfigError`)."""
-    weights = merge_per_client(config.admission.cost.client_weights, table.weights, "weight",
-                               "--client-weights")
+    weights = merge_weights(config.admission.cost.client_weights, table)
     bands = merge_per_client(config.admission.client_bands, table.bands, "band", "--fair-client-bands")
     if policy not in FAIR_POLICIES and any(b.tokens_per_minute for b in table.budgets.values()):
         raise ConfigError(f"tokens_per_minute budgets need --schedule-policy dlpm, dlpm_light or vtc "
@@ -64,8 +70,8 @@ def allow_request_priority(state: Any, clients: frozenset[str]) -> None:
     clock.per_request = bool(clients)
 
 
-def start_edge_reload(config: FairConfig, tenants: LiveTenants, book: BudgetBook, policy: str | None,
-                      router: bool) -> TenantReloader | None:
+def start_edge_reload(config: FairConfig, tenants: LiveTenants, book: BudgetBook,
+                      policy: str | None) -> TenantReloader | None:
     """Watch ``--client-keys`` in the HTTP process: a reload replaces ``tenants``' table and ``book``'s
     budgets (None without a key file)."""
     path = config.edge.client_keys
@@ -77,13 +83,13 @@ def start_edge_reload(config: FairConfig, tenants: LiveTenants, book: BudgetBook
         tenants.table = table
         book.set_budgets(table.budgets)
 
-    reloader = TenantReloader(path, tenants.table, apply, live_parts(policy, router), "serve")
+    reloader = TenantReloader(path, tenants.table, apply, live_parts(policy), "serve")
     watch(reloader)
     return reloader
 
 
 def scheduler_reloader(config: FairConfig, policy_name: str, policy: AdmissionPolicy,
-                       router: bool, state: Any) -> TenantReloader | None:
+                       state: Any) -> TenantReloader | None:
     """A reloader that applies the file's weights and bands to one scheduler's ``policy`` (and to the
     ``state`` that publishes them); the caller polls it. None without a key file."""
     path = config.edge.client_keys
@@ -102,5 +108,13 @@ def scheduler_reloader(config: FairConfig, policy_name: str, policy: AdmissionPo
             clock.client_bands = {c: int(b) for c, b in bands.items()}
         allow_request_priority(state, table.request_priority)
 
-    return TenantReloader(path, config.edge.key_table, apply, live_parts(policy_name, router), "scheduler",
+    return TenantReloader(path, config.edge.key_table, apply, live_parts(policy_name), "scheduler",
                           poll_s=0.0)
+
+
+def router_tenant_file(config: FairConfig, policy: str | None) -> str:
+    """The tenant file ``serve``'s global router reloads its weights from: ``--client-keys`` where the
+    weights change live (:func:`live_parts`), else none (the router keeps its start weights, as the
+    schedulers do)."""
+    path = config.edge.client_keys
+    return os.path.abspath(path) if path and "weights" in live_parts(policy) else ""

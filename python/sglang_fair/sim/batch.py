@@ -105,6 +105,10 @@ class StepBudget:
         return (self.stopped or self.running >= self.w.config.max_running or self.tokens_left <= 0
                 or self.mem_left() <= 0)
 
+    def room(self) -> int:
+        """Requests the running cap lets this step still start."""
+        return max(self.w.config.max_running - self.running, 0)
+
     def _refuse(self) -> bool:
         self.stopped = not self.w.config.skip_misfits
         return False

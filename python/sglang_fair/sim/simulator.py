@@ -204,7 +204,7 @@ class Simulator:
             self.decode_plans.append((self._started[worker.index], plan.decoding, plan.steps))
         if self.slo is not None:
             self.slo.on_step(plan, worker.running, self._started[worker.index])
-        out = worker.complete_step()
+        out = worker.complete_step(self.now)
         self._account(worker, out)
         self._completing = worker  # children dispatched now wait for this worker's next step
         for req in out.finished:
@@ -216,7 +216,7 @@ class Simulator:
             self._push(self.now + self.cfg.feedback_delay, FEEDBACK,
                        lambda: self.router.on_prefill_budget(idx, budget))
         if self.now - self._reported[worker.index] >= self.cfg.load_interval:
-            self._report_load(worker)
+            self._report_load(worker, len(out.finished))
         if out.evicted and self.cfg.eviction_feedback:
             evs = out.evicted
             idx = worker.index
@@ -235,12 +235,13 @@ class Simulator:
         for req in out.retracted:
             self.requests[req.rid].retractions += 1
 
-    def _report_load(self, worker: EngineWorker) -> None:
+    def _report_load(self, worker: EngineWorker, just_finished: int) -> None:
         """The worker's heartbeat: what runs and waits there and its service rate, heard after the
-        feedback delay."""
+        feedback delay. Running counts the step just run, as the plugin does (its running batch and the
+        batch just run): requests that finished in it were running, and the next admission replaces them."""
         idx = worker.index
         self._reported[idx] = self.now
-        load = WorkerLoad(len(worker.running), len(worker.waiting) + len(worker.inbox),
+        load = WorkerLoad(len(worker.running) + just_finished, len(worker.waiting) + len(worker.inbox),
                           worker.policy.service_rate, worker.config.max_running)
         self._push(self.now + self.cfg.feedback_delay, FEEDBACK, lambda: self.router.on_load(idx, load))
 

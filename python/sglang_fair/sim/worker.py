@@ -245,8 +245,11 @@ class EngineWorker:
         self._dirty = True
 
     # ---- step completion -------------------------------------------------------------------------
-    def complete_step(self) -> StepOutcome:
-        """Apply the planned step's effects (tokens, prefill completions, finishes) and report them."""
+    def complete_step(self, now: float | None = None) -> StepOutcome:
+        """Apply the planned step's effects (tokens, prefill completions, finishes), as of ``now`` if
+        given (the policy's clock), and report them."""
+        if now is not None:
+            self.policy.tick(now)
         plan = self.plan
         assert plan is not None
         self.plan = None
