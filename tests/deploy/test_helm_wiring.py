@@ -186,7 +186,7 @@ def test_probed_paths_exist() -> None:
     for path in ("/health", "/health_generate"):
         assert f'@app.get("{path}")' in source
     pytest.importorskip("fastapi")
-    from sglang_fair.gateway import app
+    from sglang_fair.gateway import front as app
 
     assert 'add_api_route("/health"' in Path(app.__file__).read_text()
 

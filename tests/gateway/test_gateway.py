@@ -25,8 +25,9 @@ from sglang_fair.core.errors import ConfigError
 from sglang_fair.edge.config import EdgeConfig
 from sglang_fair.edge.keys import parse_key_lines
 from sglang_fair.edge.trust import TOKEN_HEADER, GatewayToken
-from sglang_fair.gateway.app import Gateway, make_app
+from sglang_fair.gateway.app import Gateway
 from sglang_fair.gateway.config import GatewayConfig
+from sglang_fair.gateway.front import make_app
 from sglang_fair.gateway.launch import build_gateway, discover_servers
 from sglang_fair.gateway.servers import ServerInfo, WorkerTable
 from sglang_fair.harness.server import free_port

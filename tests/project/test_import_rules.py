@@ -1,8 +1,8 @@
 """The house's import rules, read from the source: only the SGLang plugin imports SGLang (and the lab that
 times SGLang's own scheduling policy beside the plugin's); the HTTP edge
 and the ZMQ links stand below the plugin and the gateway (they import neither), and the gateway runs
-without the plugin. Every import counts, inside functions too, and ``importlib.import_module`` of a
-literal name."""
+without the plugin; no module imports itself through others (no import circle). Every import counts,
+inside functions too, and ``importlib.import_module`` of a literal name."""
 
 from __future__ import annotations
 
@@ -80,3 +80,64 @@ def test_serving_the_gateway_loads_no_sglang() -> None:
             "print(sorted(m for m in sys.modules if m == 'sglang' or m.startswith('sglang.')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def module_of(path: Path) -> str:
+    top = ROOT / "python" if ROOT / "python" in path.parents else ROOT / "router"
+    parts = path.relative_to(top).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph`` (module -> the modules it imports): its strongly connected
+    components of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        while work:
+            node, edges = work[-1]
+            step = next((e for e in edges if e in graph), None)
+            if step is not None:
+                if step not in index:
+                    index[step] = low[step] = len(index)
+                    stack.append(step)
+                    work.append((step, iter(sorted(graph[step]))))
+                elif step in stack:
+                    low[node] = min(low[node], index[step])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                member, component = "", []
+                while member != node:
+                    member = stack.pop()
+                    component.append(member)
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (every import counts, ``TYPE_CHECKING`` and
+    function-level ones too). A package's face (``__init__``) is the package; a module's import of its
+    own package's face is left out (the face hands on the names its modules define)."""
+    modules = {module_of(p): p for p in SOURCES}
+    return {name: {m for m in imported(path) if m in modules and m != name and not name.startswith(m + ".")}
+            for name, path in modules.items()}
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    graph = import_graph()
+    assert circles(graph) == []
+    # the control: the gateway's circle before its page and picker moved out of app.py is one
+    app, front = "sglang_fair.gateway.app", "sglang_fair.gateway.front"
+    old = {**graph, app: graph[app] | {front}}
+    assert any({app, front} <= set(c) for c in circles(old))

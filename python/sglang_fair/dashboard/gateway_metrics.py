@@ -20,14 +20,30 @@ Per tenant, bounded: ``sglang_fair_tenant_*`` (``metrics/tenant_series.py``): th
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from sglang_fair.dashboard.status import NO_CLIENT, OTHER
+from sglang_fair.dashboard.model import merge_rows
+from sglang_fair.dashboard.status import NO_CLIENT, OTHER, StatusBook
 from sglang_fair.gateway.duties import DutyCollector
 from sglang_fair.metrics.tenant_series import TenantCollector
 
 if TYPE_CHECKING:
-    from sglang_fair.dashboard.gateway_page import GatewayPage
+    from sglang_fair.gateway.app import Gateway
+
+
+class GatewayPage(Protocol):
+    """What the metrics read of the fairness page's state (``gateway_page.GatewayPage``)."""
+
+    gateway: Gateway
+    book: StatusBook
+    answers: dict[str, dict[str, Any]]
+    stale: dict[str, str]
+
+    def bound(self) -> dict[str, Any]: ...
+
+    def gap(self) -> dict[str, Any]: ...
+
+    def workers(self) -> list[dict[str, Any]]: ...
 
 PREFIX = "sglang_fair_gateway_"
 
@@ -84,8 +100,6 @@ class GatewayCollector:
 
 def tenant_rows(page: GatewayPage) -> dict[str, dict[str, Any]]:
     """Per tenant: its figures summed over the servers, and its requests in flight through the gateway."""
-    from sglang_fair.dashboard.gateway_page import merge_rows
-
     rows = merge_rows(page.answers)
     for client, n in page.gateway.router.clients.inflight.items():
         rows.setdefault(client, {})["in_flight"] = n

@@ -30,7 +30,7 @@ from fastapi.responses import Response
 from sglang_fair.dashboard.bound import stated_bound
 from sglang_fair.dashboard.gateway_metrics import metrics_text
 from sglang_fair.dashboard.history import History
-from sglang_fair.dashboard.model import FIGURES, page_data
+from sglang_fair.dashboard.model import merge_rows, page_data
 from sglang_fair.dashboard.page import DATA_PATH, NO_STORE, PAGE_PATH, page_html
 from sglang_fair.dashboard.status import StatusBook, StatusMiddleware
 from sglang_fair.edge.identity import Unauthorized, resolve_client
@@ -39,17 +39,6 @@ from sglang_fair.gateway.metrics_sum import over_unix_socket, whole
 
 if TYPE_CHECKING:
     from sglang_fair.gateway.app import Gateway
-
-
-def merge_rows(answers: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Per client, ``FIGURES`` summed over the servers' rows (``answers``: URL -> page data)."""
-    merged: dict[str, dict[str, Any]] = {}
-    for data in answers.values():
-        for row in data.get("clients", []):
-            into = merged.setdefault(row["client"], {"weight": row.get("weight", 1.0)})
-            for name in FIGURES:
-                into[name] = into.get(name, 0) + (row.get(name) or 0)
-    return merged
 
 
 class GatewayPage:

@@ -29,6 +29,17 @@ FIGURES = ("service", "perceived_service", "waiting", "running", "requests", "in
            "output_tokens")
 
 
+def merge_rows(answers: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per client, ``FIGURES`` summed over the servers' rows (``answers``: URL -> page data)."""
+    merged: dict[str, dict[str, Any]] = {}
+    for data in answers.values():
+        for row in data.get("clients", []):
+            into = merged.setdefault(row["client"], {"weight": row.get("weight", 1.0)})
+            for name in FIGURES:
+                into[name] = into.get(name, 0) + (row.get(name) or 0)
+    return merged
+
+
 def client_rows(current: Mapping[str, Mapping[str, Any]], answers: Mapping[str, Mapping[str, int]],
                 hit_rates: Mapping[str, float], in_flight: Mapping[str, int] | None) -> list[dict[str, Any]]:
     """The page's rows: every client of ``current`` (``/fairness``) or of ``answers`` (the edge's)."""

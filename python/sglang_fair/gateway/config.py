@@ -7,7 +7,7 @@ per-client bounds, the servers' token) the same :class:`EdgeConfig` as ``serve``
 serves both; the servers'
 feedback ports are heard with ``--feedback-keys`` (CurveZMQ) and judged by ``--heartbeat-timeout``
 and ``--stall-timeout``; replicas share their dispatches over ``--peer-...`` (:class:`PeerConfig`);
-``--workers`` processes serve one port (:class:`ProcessConfig`, ``processes.py``).
+``--workers`` processes serve one port (:class:`ProcessConfig`; their parent is ``processes.py``).
 """
 
 from __future__ import annotations
@@ -23,12 +23,31 @@ from sglang_fair.core.flags import add_flags, from_flags
 from sglang_fair.edge.config import EdgeConfig, edge_config
 from sglang_fair.gateway.epp.config import ExtProcConfig
 from sglang_fair.gateway.peers import PeerConfig
-from sglang_fair.gateway.processes import ProcessConfig
 from sglang_fair.links.curve import CurveKeys, gateway_keys
 from sglang_fair.links.feedback_hub import is_loopback
 from sglang_fair.routing import ROUTING_POLICIES, RouterConfig
 
 ROUTER_FILLED_IN = ("num_workers",)  # from discovery
+
+
+MAX_WORKERS = 256
+
+
+@dataclass(frozen=True)
+class ProcessConfig:
+    """How many gateway processes serve the one port (``--workers``) and how their parent supervises."""
+
+    workers: int = field(default=1, metadata={
+        "help": "gateway processes serving --port, sharing what they route over ipc:// (each a whole "
+                "gateway on one core; `--workers $(nproc)` for every core); see docs/evidence/gateway.md"})
+    worker_restarts: int = field(default=5, metadata={
+        "help": "with --workers > 1: restarts of dead processes allowed within a minute before the whole "
+                "gateway exits non-zero for its supervisor to restart it"})
+
+    def __post_init__(self) -> None:
+        require(1 <= self.workers <= MAX_WORKERS,
+                f"--workers must be in 1..{MAX_WORKERS}, got {self.workers}")
+        require(self.worker_restarts >= 0, f"--worker-restarts must be >= 0, got {self.worker_restarts}")
 
 
 @dataclass(frozen=True)

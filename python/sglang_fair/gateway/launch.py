@@ -17,10 +17,11 @@ import uvicorn
 
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.edge.budgets import BudgetBook
-from sglang_fair.gateway.app import Gateway, make_app
+from sglang_fair.gateway.app import Gateway
 from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.duties import EXIT_DUTY_FAILED
 from sglang_fair.gateway.feedback import FeedbackListener, Liveness, sources, wait_first_beats
+from sglang_fair.gateway.front import make_app
 from sglang_fair.gateway.local_tokens import LocalTokenizer
 from sglang_fair.gateway.peers import Siblings
 from sglang_fair.gateway.plumbing import fast_plumbing
@@ -132,7 +133,7 @@ def run_gateway(config: GatewayConfig, siblings: Siblings | None = None, process
 def serve(config: GatewayConfig) -> int:
     """``sglang-fair gateway``: one process, or ``--workers`` under a parent (``processes.py``)."""
     if config.processes.workers > 1:
-        return supervise(config)
+        return supervise(config, serve_child)
     return run_gateway(config)
 
 

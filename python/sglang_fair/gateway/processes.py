@@ -36,38 +36,20 @@ import sys
 import tempfile
 import time
 from collections import deque
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sglang_fair.core.errors import ConfigError, require
+from sglang_fair.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from sglang_fair.gateway.config import GatewayConfig
 
 logger = logging.getLogger("sglang_fair.gateway")
 EXIT_PROCESS_FAILED = 4  # a child died before it was ready (2: it said the config is bad) or kept dying
-MAX_WORKERS = 256
 RESTART_WINDOW_S = 60.0
 DRAIN_S = 30.0  # after SIGTERM, how long the children may drain before they are killed
 BACKLOG = 2048
-
-
-@dataclass(frozen=True)
-class ProcessConfig:
-    """How many gateway processes serve the one port (``--workers``) and how their parent supervises."""
-
-    workers: int = field(default=1, metadata={
-        "help": "gateway processes serving --port, sharing what they route over ipc:// (each a whole "
-                "gateway on one core; `--workers $(nproc)` for every core); see docs/evidence/gateway.md"})
-    worker_restarts: int = field(default=5, metadata={
-        "help": "with --workers > 1: restarts of dead processes allowed within a minute before the whole "
-                "gateway exits non-zero for its supervisor to restart it"})
-
-    def __post_init__(self) -> None:
-        require(1 <= self.workers <= MAX_WORKERS,
-                f"--workers must be in 1..{MAX_WORKERS}, got {self.workers}")
-        require(self.worker_restarts >= 0, f"--worker-restarts must be >= 0, got {self.worker_restarts}")
 
 
 @dataclass
@@ -132,8 +114,9 @@ def listen(host: str, port: int) -> socket.socket:
 class Supervisor:
     """The parent: starts the children, restarts the dead, forwards the stop signals."""
 
-    def __init__(self, config: GatewayConfig, sock: socket.socket, directory: str) -> None:
-        self.config, self.sock, self.directory = config, sock, directory
+    def __init__(self, config: GatewayConfig, child: Callable[..., None], sock: socket.socket,
+                 directory: str) -> None:
+        self.config, self.child, self.sock, self.directory = config, child, sock, directory
         self.context = multiprocessing.get_context("spawn")
         self.restarts = self.context.Value("i", 0)  # shared with every child (its /metrics)
         self.recent: deque[float] = deque()
@@ -142,11 +125,9 @@ class Supervisor:
         self.wake_r, self.wake_w = socket.socketpair()
 
     def start(self, index: int) -> Child:
-        from sglang_fair.gateway.launch import serve_child
-
         theirs, ours = self.context.Pipe(duplex=False)
         process = self.context.Process(
-            target=serve_child, name=f"sglang-fair-gateway-{index}", daemon=False,
+            target=self.child, name=f"sglang-fair-gateway-{index}", daemon=False,
             args=(self.config, index, self.sock, self.directory, ours, self.restarts))
         process.start()
         ours.close()
@@ -252,12 +233,13 @@ class Supervisor:
         return 0 if all(code in (0, -signal.SIGTERM) for code in codes) else EXIT_PROCESS_FAILED
 
 
-def supervise(config: GatewayConfig) -> int:
-    """Serve ``config`` with ``--workers`` processes; the exit status."""
+def supervise(config: GatewayConfig, child: Callable[..., None]) -> int:
+    """Serve ``config`` with ``--workers`` processes, each ``child(config, index, listening socket,
+    directory, ready pipe, shared restart count)`` (a module's function: it is spawned); the exit status."""
     sock = listen(config.host, config.port)
     directory = tempfile.mkdtemp(prefix="sglang-fair-gateway-")
     try:
-        return Supervisor(config, sock, directory).run()
+        return Supervisor(config, child, sock, directory).run()
     finally:
         sock.close()
         shutil.rmtree(directory, ignore_errors=True)
