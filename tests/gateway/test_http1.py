@@ -83,10 +83,7 @@ async def call(pool: Pool, url: str, body: bytes = b"{}", total: float | None = 
 
 
 async def read_all(answer: Answer) -> bytes:
-    try:
-        return await answer.read()
-    finally:
-        answer.release()
+    return await answer.whole()
 
 
 def run(scenario: Callable[[], Awaitable[Any]]) -> Any:

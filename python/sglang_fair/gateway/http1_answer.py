@@ -151,6 +151,13 @@ class Answer:
             return self.conn.taken(self.left)
         return b"".join([piece async for piece in self.iter_any()])
 
+    async def whole(self) -> bytes:
+        """The whole body, then :meth:`release` (also when reading it fails)."""
+        try:
+            return await self.read()
+        finally:
+            self.release()
+
     async def iter_any(self) -> AsyncIterator[bytes]:
         """The body's bytes, each piece as soon as it arrives (chunked transfer decoded)."""
         conn = self.conn

@@ -88,20 +88,14 @@ class Upstream:
         """Whether ``GET url/health`` answers 200 within ``timeout`` seconds."""
         try:
             resp = await self.pool.request(*self.head(url, "/health", b"GET", GATEWAY_CLIENT), total=timeout)
-            try:
-                await resp.read()
-            finally:
-                resp.release()
+            await resp.whole()
             return resp.status == 200
         except (HttpError, TimeoutError):
             return False
 
 
 async def _json(resp: Answer, where: str) -> Any:
-    try:
-        data = await resp.read()
-    finally:
-        resp.release()
+    data = await resp.whole()
     if resp.status != 200:
         text = data[:400].decode(resp.get_encoding(), errors="replace")
         raise HttpStatus(f"{where}: HTTP {resp.status}: {text[:200]}", resp.status)

@@ -49,10 +49,7 @@ async def post(pool: Pool, url: str, request: Request) -> float:
     target = Target(url + path)
     head = target.head(b"POST", header_lines({"Content-Type": "application/json", **headers}))
     resp = await pool.request(target, head, orjson.dumps(body))
-    try:
-        await resp.read()
-    finally:
-        resp.release()
+    await resp.whole()
     if resp.status != 200:
         raise RuntimeError(f"{url}{path}: HTTP {resp.status}")
     return time.perf_counter() - start
