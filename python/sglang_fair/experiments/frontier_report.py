@@ -135,6 +135,12 @@ def table(vs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _operating_point(column: str) -> tuple[str, int, int]:
+    """A grid column (``D=4 M=256 A100``) in the order preset, running per worker, workers."""
+    dp, cap, preset = column.split()
+    return preset, int(cap[2:]), int(dp[2:])
+
+
 def plot(vs: list[dict[str, Any]], path: Path) -> None:
     """The grid: one row per workload, one column per operating point; the colour is the default's
     throughput against the best pair's, a cross where a fairness target is missed."""
@@ -148,7 +154,7 @@ def plot(vs: list[dict[str, Any]], path: Path) -> None:
         return head, "D=" + rest
 
     rows = list(dict.fromkeys(split(v["cell"])[0] for v in vs))
-    cols = list(dict.fromkeys(split(v["cell"])[1] for v in vs))
+    cols = sorted(dict.fromkeys(split(v["cell"])[1] for v in vs), key=_operating_point)
     grid = [[float("nan")] * len(cols) for _ in rows]
     fig, ax = plt.subplots(figsize=(max(5.0, 2.5 + 0.7 * len(cols)), 1.2 + 0.32 * len(rows)))
     for v in vs:
