@@ -73,11 +73,13 @@ def test_the_gateway_does_not_need_the_plugin() -> None:
 
 
 def test_serving_the_gateway_loads_no_sglang() -> None:
-    """At run time too: the gateway's app, the edge and the links leave ``sglang`` out of sys.modules."""
+    """At run time too: the gateway's app, the edge and the links leave ``sglang`` out of sys.modules, and
+    gRPC too (the endpoint picker's, the ``epp`` extra: imported only with ``--ext-proc-port``)."""
     pytest.importorskip("fastapi")
+    pytest.importorskip("grpc")  # installed, so that the check below can see it imported
     code = ("import sys, sglang_fair.gateway.launch, sglang_fair.edge.config, sglang_fair.edge.inflight, "
             "sglang_fair.edge.admins, sglang_fair.links.feedback_hub, sglang_fair.dashboard.gateway_page; "
-            "print(sorted(m for m in sys.modules if m == 'sglang' or m.startswith('sglang.')))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('sglang', 'grpc')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
 

@@ -20,7 +20,6 @@ from sglang_fair.dashboard.status import StatusBook, StatusMiddleware
 from sglang_fair.edge.asgi import Receive, Scope, Send
 from sglang_fair.edge.limits import EdgeLimitsMiddleware
 from sglang_fair.gateway.app import RELAYED, Gateway, logger
-from sglang_fair.gateway.epp_front import start_picker
 from sglang_fair.gateway.intake import error
 from sglang_fair.gateway.upstream import Upstream, UpstreamError, make_pool
 
@@ -69,7 +68,8 @@ def make_app(gateway: Gateway) -> FrontDoor:
             gateway.duties.start("fairness_page", page.run)
             if gateway.process is not None and gateway.replication is not None:  # before it accepts
                 await gateway.replication.joined(gateway.process.count - 1, 4 * config.peer.timeout)
-            if config.ext_proc.port:
+            if config.ext_proc.port:  # gRPC is imported only for the picker
+                from sglang_fair.gateway.epp_front import start_picker
                 gateway.picker = await start_picker(gateway)
             try:
                 yield
