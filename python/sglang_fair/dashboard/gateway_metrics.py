@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from sglang_fair.gateway.app import Gateway
 
 
-class GatewayPage(Protocol):
+class PageView(Protocol):
     """What the metrics read of the fairness page's state (``gateway_page.GatewayPage``)."""
 
     gateway: Gateway
@@ -49,9 +49,9 @@ PREFIX = "sglang_fair_gateway_"
 
 
 class GatewayCollector:
-    """A prometheus_client collector over a :class:`GatewayPage` (its gateway and answer counts)."""
+    """A prometheus_client collector over a :class:`PageView` (its gateway and answer counts)."""
 
-    def __init__(self, page: GatewayPage) -> None:
+    def __init__(self, page: PageView) -> None:
         self.page = page
 
     def collect(self) -> Iterator[Any]:
@@ -98,7 +98,7 @@ class GatewayCollector:
             yield stated
 
 
-def tenant_rows(page: GatewayPage) -> dict[str, dict[str, Any]]:
+def tenant_rows(page: PageView) -> dict[str, dict[str, Any]]:
     """Per tenant: its figures summed over the servers, and its requests in flight through the gateway."""
     rows = merge_rows(page.answers)
     for client, n in page.gateway.router.clients.inflight.items():
@@ -106,7 +106,7 @@ def tenant_rows(page: GatewayPage) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def metrics_text(page: GatewayPage) -> bytes:
+def metrics_text(page: PageView) -> bytes:
     """The Prometheus text exposition of the gateway's metrics (with its background duties')."""
     from prometheus_client import CollectorRegistry, generate_latest
 
