@@ -21,6 +21,8 @@ import pytest
 from sglang_fair.admission import AdmissionConfig
 from sglang_fair.admission.dlpm_light import DLPMLight
 from sglang_fair.core.cost import CostModel
+from sglang_fair.metrics import RunResult
+from sglang_fair.metrics.stats import backlog_intervals
 from sglang_fair.routing import RouterConfig
 from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.simulator import Simulator
@@ -62,15 +64,29 @@ def _programs(shape: Shape, seed: int = 0, chains: int = 24) -> list[Program]:
     return [Program(pid, c, t, calls) for pid, (c, t, calls) in enumerate(out)]
 
 
-def _ratio(shape: Shape = LIVE_DP, seed: int = 0) -> tuple[float, int]:
-    spec = RunSpec(None, ClusterSimConfig(dp=2, max_time=END_S, client_delay=0.05),
+def _run(shape: Shape, seed: int, chains: int = 24, round_trip: float = 0.05) -> tuple[Simulator, RunResult]:
+    spec = RunSpec(None, ClusterSimConfig(dp=2, max_time=END_S, client_delay=round_trip),
                    EngineConfig(preset="cpu-tiny-llama", kv_tokens=shape.kv_tokens, max_running=8),
                    AdmissionConfig(policy="dlpm_light"), RouterConfig(policy="fair_cache_aware"),
                    cost=CostModel(client_weights=WEIGHTS))
-    sim = Simulator(spec, _programs(shape, seed))
-    res = sim.run()
+    sim = Simulator(spec, _programs(shape, seed, chains))
+    return sim, sim.run()
+
+
+def _split(res: RunResult) -> float:
     heavy, light = (res.ledger.total(c, "actual", WARMUP_S, END_S) for c in WEIGHTS)
-    return heavy / light, sum(w.policy.waits for w in sim.workers)
+    return heavy / light
+
+
+def _ratio(shape: Shape = LIVE_DP, seed: int = 0) -> tuple[float, int]:
+    sim, res = _run(shape, seed)
+    return _split(res), sum(w.policy.waits for w in sim.workers)
+
+
+def _backlogged(res: RunResult, client: str, worker: int) -> float:
+    """The share of [WARMUP_S, END_S] in which ``client`` had a request waiting at ``worker``."""
+    spans = backlog_intervals([r for r in res.requests if r.worker == worker], res.end_time).get(client, [])
+    return sum(max(0.0, min(b, END_S) - max(a, WARMUP_S)) for a, b in spans) / (END_S - WARMUP_S)
 
 
 def test_a_weighted_pair_of_closed_loop_clients_splits_as_weighted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -90,3 +106,17 @@ def test_a_report_counts_the_step_just_run_as_the_plugin_does(monkeypatch: pytes
     monkeypatch.setattr(Simulator, "_report_load", lambda self, worker, _: report(self, worker, 0))
     after_finishes = [_ratio(GATEWAY, seed)[0] for seed in seeds]  # negative control: the report before
     assert sum(after_finishes) / len(after_finishes) < 2.9, after_finishes
+
+
+def test_the_split_is_owed_where_both_clients_are_backlogged() -> None:
+    """The gateway's shape at a 0.15-s round trip: with 24 requests in flight per client (12 a worker,
+    over 8 slots) the heavy client has nothing waiting at a worker for a fifth of the time, a
+    work-conserving scheduler gives those slots to the other, and the pair splits below 3.2 (the
+    precondition of the weights' bound fails: this case is its negative control). With 48 the heavy
+    client is backlogged throughout at both workers and the pair splits 4:1 (seeds 0-2: 3.98-4.05)."""
+    _, short = _run(GATEWAY, 0, chains=24, round_trip=0.15)
+    assert max(_backlogged(short, "heavy", w) for w in (0, 1)) < 0.9 and _split(short) < 3.2
+    for seed in (0, 1, 2):
+        _, enough = _run(GATEWAY, seed, chains=48, round_trip=0.15)
+        assert min(_backlogged(enough, "heavy", w) for w in (0, 1)) > 0.98
+        assert 3.2 <= _split(enough) <= 4.8
