@@ -9,6 +9,8 @@ under the earlier default (``--today``: a results file of it, when given).
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -163,6 +165,9 @@ def plot(vs: list[dict[str, Any]], path: Path) -> None:
         unfair = [m for m in v["misses"] if m != "throughput"]
         ax.text(j, i, f"{v['throughput_ratio']:.2f}" + (" x" if unfair else ""), ha="center", va="center",
                 fontsize=5.5, color="black")
+    for i, j in itertools.product(range(len(rows)), range(len(cols))):
+        if math.isnan(grid[i][j]):
+            ax.text(j, i, "not run", ha="center", va="center", fontsize=5, color="grey")
     image = ax.imshow(grid, cmap="RdYlGn", vmin=0.85, vmax=1.0, aspect="auto")
     ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=6)
     ax.set_yticks(range(len(rows)), rows, fontsize=6)
