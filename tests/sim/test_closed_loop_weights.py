@@ -21,6 +21,7 @@ import pytest
 from sglang_fair.admission import AdmissionConfig
 from sglang_fair.admission.dlpm_light import DLPMLight
 from sglang_fair.core.cost import CostModel
+from sglang_fair.experiments.frontier_metrics import covered
 from sglang_fair.metrics import RunResult
 from sglang_fair.metrics.stats import backlog_intervals
 from sglang_fair.routing import RouterConfig
@@ -86,7 +87,7 @@ def _ratio(shape: Shape = LIVE_DP, seed: int = 0) -> tuple[float, int]:
 def _backlogged(res: RunResult, client: str, worker: int) -> float:
     """The share of [WARMUP_S, END_S] in which ``client`` had a request waiting at ``worker``."""
     spans = backlog_intervals([r for r in res.requests if r.worker == worker], res.end_time).get(client, [])
-    return sum(max(0.0, min(b, END_S) - max(a, WARMUP_S)) for a, b in spans) / (END_S - WARMUP_S)
+    return covered(spans, WARMUP_S, END_S) / (END_S - WARMUP_S)
 
 
 def test_a_weighted_pair_of_closed_loop_clients_splits_as_weighted(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -113,7 +114,7 @@ def test_the_split_is_owed_where_both_clients_are_backlogged() -> None:
     over 8 slots) the heavy client has nothing waiting at a worker for a fifth of the time, a
     work-conserving scheduler gives those slots to the other, and the pair splits below 3.2 (the
     precondition of the weights' bound fails: this case is its negative control). With 48 the heavy
-    client is backlogged throughout at both workers and the pair splits 4:1 (seeds 0-2: 3.98-4.05)."""
+    client is backlogged throughout at both workers and the pair splits 4:1 (seeds 0-2: 3.99-4.05)."""
     _, short = _run(GATEWAY, 0, chains=24, round_trip=0.15)
     assert max(_backlogged(short, "heavy", w) for w in (0, 1)) < 0.9 and _split(short) < 3.2
     for seed in (0, 1, 2):

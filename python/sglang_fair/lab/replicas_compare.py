@@ -68,26 +68,42 @@ def gateway_args(mode: str, index: int, ports: list[int], tmp: Path) -> tuple[st
 
 
 class Backlog:
-    """Samples, every :data:`SAMPLE_S` seconds until stopped, whether each heavy client has a request
-    waiting at each server."""
+    """While entered, samples every :data:`SAMPLE_S` seconds whether each heavy client has a request
+    waiting at each server. A sample that fails, or a run with no sample, fails the run on exit."""
 
     def __init__(self, servers: list[str]) -> None:
         self.servers, self.stop = servers, threading.Event()
         self.samples = 0
         self.waiting = {(c, k): 0 for c in HEAVY for k in range(len(servers))}
+        self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
 
+    def __enter__(self) -> Backlog:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join()
+        if exc[0] is None and self.error is not None:
+            raise RuntimeError("sampling the servers' /fairness failed") from self.error
+        if exc[0] is None and not self.samples:
+            raise RuntimeError("the load ended before the servers' /fairness was sampled once")
+
     def _run(self) -> None:
-        while not self.stop.wait(SAMPLE_S):
-            views = [get_json(s + "/fairness")["clients"] for s in self.servers]
-            self.samples += 1
-            for (client, k) in self.waiting:
-                self.waiting[client, k] += int((views[k].get(client) or {}).get("waiting") or 0) > 0
+        try:
+            while not self.stop.wait(SAMPLE_S):
+                views = [get_json(s + "/fairness")["clients"] for s in self.servers]
+                self.samples += 1
+                for (client, k) in self.waiting:
+                    self.waiting[client, k] += int((views[k].get(client) or {}).get("waiting") or 0) > 0
+        except Exception as err:  # kept, and raised on exit in the caller's thread
+            self.error = err
 
     def shares(self) -> dict[str, list[float]]:
         """Per heavy client, per server: the share of samples with a request of it waiting there."""
-        n = max(1, self.samples)
-        return {c: [round(self.waiting[c, k] / n, 2) for k in range(len(self.servers))] for c in HEAVY}
+        return {c: [round(self.waiting[c, k] / self.samples, 2) for k in range(len(self.servers))]
+                for c in HEAVY}
 
 
 def run_mode(servers: list[str], mode: str, window: float, tmp: Path, inflight: int = 24) -> dict[str, Any]:
@@ -98,13 +114,8 @@ def run_mode(servers: list[str], mode: str, window: float, tmp: Path, inflight: 
         gateways = [stack.enter_context(running_gateway(servers, gateway_args(mode, k, ports, tmp),
                                                         tmp / f"gateway-{mode}-{k}.log"))
                     for k in range(MODES[mode])]
-        backlog = Backlog(servers)
-        backlog.thread.start()
-        try:
+        with Backlog(servers) as backlog:
             results, end = run_load(gateways, specs(inflight), window)
-        finally:
-            backlog.stop.set()
-            backlog.thread.join()
         states = [get_json(g + "/gateway/state") for g in gateways]
     drain_and_flush(servers)
     after = [cache_totals(s) for s in servers]
