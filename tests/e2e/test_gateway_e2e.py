@@ -252,6 +252,10 @@ def test_a_second_gateway_hears_the_firsts_dispatches_and_routes_a_prefix_alike(
     after = [w["routed"] for w in get_json(one + "/gateway/state")["workers"]]
     (chosen,) = [i for i, (x, y) in enumerate(zip(before, after, strict=True)) if y > x]
     assert get_json(two + "/gateway/state")["observed_from_peers"] == seen + 1
+    deadline = time.monotonic() + 10  # its finish reaches the peer after the response: until then
+    while get_json(two + "/gateway/state")["workers"][chosen]["queue"] > 0:  # the holder looks busier
+        assert time.monotonic() < deadline, "the second gateway did not hear the request finish"
+        time.sleep(0.05)
     routed = [w["routed"] for w in get_json(two + "/gateway/state")["workers"]]
     longer = {"text": prompt + " and more", "sampling_params": {"max_new_tokens": 1}}
     status, raw = post(two + "/generate", longer, KEY)
