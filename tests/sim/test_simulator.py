@@ -235,3 +235,26 @@ def test_evictions_reach_the_router_after_the_delay() -> None:
     sim.run()
     assert seen and {w for _, w in seen} <= {0, 1}
     assert all(t >= 0.5 for t, _ in seen)
+
+
+def test_a_load_report_counts_as_waiting_what_admission_left_not_what_arrived_during_the_step(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """As the plugin's (SGLang's ``waiting_queue`` after the step: what arrived meanwhile is still in
+    its socket). Counting the inbox made a worker with free slots look full (the router learned
+    c_w = what it ran)."""
+    at_report: list[tuple[int, int]] = []
+    report = Simulator._report_load
+
+    def spy(self: Simulator, worker: object, just_finished: int) -> None:
+        at_report.append((len(worker.waiting), len(worker.inbox)))  # type: ignore[attr-defined]
+        report(self, worker, just_finished)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Simulator, "_report_load", spy)
+    sim = Simulator(_spec("fair_cache_aware", "dlpm_light", 1), _tot(rate=3.0))
+    heard = []
+    on_load = sim.router.on_load
+    sim.router.on_load = lambda w, load: (heard.append(load), on_load(w, load))  # type: ignore[method-assign]
+    sim.run()
+    assert len(heard) == len(at_report) > 0
+    assert any(inbox for _, inbox in at_report)  # the precondition: requests arrived during steps
+    assert [load.waiting for load in heard] == [waiting for waiting, _ in at_report]

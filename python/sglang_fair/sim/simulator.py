@@ -238,10 +238,12 @@ class Simulator:
     def _report_load(self, worker: EngineWorker, just_finished: int) -> None:
         """The worker's heartbeat: what runs and waits there and its service rate, heard after the
         feedback delay. Running counts the step just run, as the plugin does (its running batch and the
-        batch just run): requests that finished in it were running, and the next admission replaces them."""
+        batch just run): requests that finished in it were running, and the next admission replaces them.
+        Waiting is the queue the step's admission left, as the plugin's (SGLang's ``waiting_queue`` after
+        the step): requests that arrived during the step are still in the inbox (SGLang's socket)."""
         idx = worker.index
         self._reported[idx] = self.now
-        load = WorkerLoad(len(worker.running) + just_finished, len(worker.waiting) + len(worker.inbox),
+        load = WorkerLoad(len(worker.running) + just_finished, len(worker.waiting),
                           worker.policy.service_rate, worker.config.max_running)
         self._push(self.now + self.cfg.feedback_delay, FEEDBACK, lambda: self.router.on_load(idx, load))
 
