@@ -11,7 +11,7 @@ import pytest
 from sglang_fair.core.cost import CostModel
 from sglang_fair.experiments.frontier import DEFAULT, PAIRS, PROTOCOL, Cell, cells, run_pair, variant
 from sglang_fair.experiments.frontier_metrics import light_p99, weight_ratios, window_floor
-from sglang_fair.experiments.frontier_report import summary, table, verdicts
+from sglang_fair.experiments.frontier_report import by_seed, summary, table, verdicts
 from sglang_fair.metrics.ledger import RequestRecord, ServiceLedger
 
 
@@ -109,6 +109,18 @@ def test_seeds_of_a_pair_merge_into_means_and_the_worst_window() -> None:
     [v] = verdicts(rows, "fair_cache_aware:dlpm_light")
     assert v["throughput_ratio"] == 1.0 and v["jain"] == pytest.approx(0.85)
     assert v["floor"] == 0.4 and v["ratios"] == (3.0, 4.0) and "floor" in v["misses"]
+
+
+def test_by_seed_judges_each_seed_against_the_pairs_that_ran_it() -> None:
+    """The default meets the throughput target at seed 0 and misses it at seed 1: judged per seed that
+    shows; merged, the seeds' means hide it (the negative control)."""
+    ours = "fair_cache_aware:dlpm_light"
+    rows = [row("x", ours, 110.0, 0.9, seed=0), row("x", "cache_aware:lpm", 99.0, 0.9, seed=0),
+            row("x", ours, 90.0, 0.9, seed=1), row("x", "cache_aware:lpm", 100.0, 0.9, seed=1)]
+    text = by_seed(rows, ours)
+    assert text.startswith("seed 0: cells: 1; every target met in 1;")
+    assert "seed 1: cells: 1; every target met in 0;" in text
+    assert "every target met in 1;" in summary(verdicts(rows, ours))  # merged: 100 against 99.5
 
 
 def test_contenders_are_the_default_the_fastest_and_the_fastest_fair_pair() -> None:

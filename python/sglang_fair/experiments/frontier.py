@@ -25,7 +25,7 @@ from typing import Any
 from sglang_fair.experiments.capacity import CapacitySearch
 from sglang_fair.experiments.figures import start_rate
 from sglang_fair.experiments.frontier_metrics import frontier_row
-from sglang_fair.experiments.frontier_report import plot, starves_nobody, summary, table, verdicts
+from sglang_fair.experiments.frontier_report import by_seed, plot, starves_nobody, summary, table, verdicts
 from sglang_fair.experiments.paper_tables import write_generated
 from sglang_fair.experiments.protocol import Point, Protocol, measure_capacity
 from sglang_fair.experiments.runner import REPO, Task, load_json, log, names, run_tasks, save_json
@@ -180,6 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--doc", default="", help="write the summary and table between this markdown file's "
                         "GENERATED markers")
     parser.add_argument("--plot", default="", help="write the grid figure here")
+    parser.add_argument("--by-seed", action="store_true",
+                        help="also report each seed on its own (the default against the pairs that ran it)")
     args = parser.parse_args(argv)
     pairs = tuple(tuple(p.split(":")) for p in names(args.pairs)) or PAIRS
     if any(len(p) != 2 for p in pairs):
@@ -193,6 +195,8 @@ def main(argv: list[str] | None = None) -> int:
     today = load_json(Path(args.today), {"runs": []})["runs"] if args.today else []
     vs = verdicts(rows, ":".join(DEFAULT), today)
     print(summary(vs))
+    if args.by_seed:
+        print(by_seed(rows, ":".join(DEFAULT), today))
     if args.doc:
         body = f"```\n{summary(vs)}\n```\n\n{table(vs)}\n"
         write_generated(Path(args.doc), body, "# The frontier")

@@ -113,6 +113,15 @@ def summary(vs: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def by_seed(rows: list[Row], default: str, today_rows: list[Row] | None = None) -> str:
+    """:func:`summary` per seed, each seed's rows judged on their own (the default against the pairs that
+    ran that seed: every pair at seed 0, the contenders at the others). Seeds move the counts by more than
+    most changes do, so a change is judged over every seed, not over seed 0 or over the seeds' means."""
+    seeds = sorted({r.get("seed", 0) for r in rows})
+    return "\n".join(f"seed {k}: " + summary(verdicts([r for r in rows if r.get("seed", 0) == k], default,
+                                                        today_rows)) for k in seeds)
+
+
 def _judged(v: dict[str, Any], target: str) -> bool:
     return {"throughput": True, "jain": True, "floor": v.get("floor") is not None,
             "weights": "ratios" in v, "light": "light_p99_today" in v}[target]
