@@ -15,6 +15,7 @@ from sglang_fair.sim.config import ClusterSimConfig, EngineConfig
 from sglang_fair.sim.simulator import Simulator
 from sglang_fair.sim.spec import RunSpec
 from sglang_fair.sim.steptime import LinearStepModel
+from sglang_fair.sim.worker import EngineWorker
 from sglang_fair.workloads import ProgramRun, WorkloadConfig, make_workload
 from sglang_fair.workloads.program import Call, Program
 
@@ -245,9 +246,9 @@ def test_a_load_report_counts_as_waiting_what_admission_left_not_what_arrived_du
     at_report: list[tuple[int, int]] = []
     report = Simulator._report_load
 
-    def spy(self: Simulator, worker: object, just_finished: int) -> None:
-        at_report.append((len(worker.waiting), len(worker.inbox)))  # type: ignore[attr-defined]
-        report(self, worker, just_finished)  # type: ignore[arg-type]
+    def spy(self: Simulator, worker: EngineWorker, just_finished: int) -> None:
+        at_report.append((len(worker.waiting), len(worker.inbox)))
+        report(self, worker, just_finished)
 
     monkeypatch.setattr(Simulator, "_report_load", spy)
     sim = Simulator(_spec("fair_cache_aware", "dlpm_light", 1), _tot(rate=3.0))
