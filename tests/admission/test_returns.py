@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from sglang_fair.admission import AdmissionConfig, make_admission_policy
+from sglang_fair.admission import AdmissionConfig, AdmissionPolicy, make_admission_policy
 from sglang_fair.admission.budgets import SlotBudget
+from sglang_fair.admission.dlpm_light import DLPMLight
 from sglang_fair.admission.returns import Returns
 from support import R, arrive
 
@@ -96,6 +97,27 @@ def test_a_round_waits_at_most_the_quantum_seconds() -> None:
     p.tick(2.3)
     assert p.returns.awaited(2.3, ["a"])  # a's finish at 2.15 is still due back ...
     assert p.select([b3], SlotBudget(1)) == [b3]  # ... but this round has waited 0.25 s
+
+
+@pytest.mark.parametrize("counted_from_first", [False, True])
+def test_a_rounds_waits_add_up_to_the_quantum_seconds(counted_from_first: bool,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wait ends at the admission that answers it; the next gap of the same round may wait again. The
+    negative control counts the round's budget from its first wait, the time between waits included."""
+    if counted_from_first:
+        monkeypatch.setattr(DLPMLight, "_admit", AdmissionPolicy._admit)
+    p, b3, (a3, *_) = _waiting_b("dlpm_light")
+    p.tick(2.05)
+    assert p.select([b3], SlotBudget(1)) == []  # a is due back
+    p.tick(2.1)
+    [a5] = arrive(p, R(11, "a", 100))
+    assert p.select([a5, b3], SlotBudget(1)) == [a5]  # a is back, with credit: the wait took 0.05 s
+    p.tick(2.4)
+    p.on_finish(a3)
+    p.tick(2.45)
+    waited = p.select([b3], SlotBudget(1)) == []
+    assert waited != counted_from_first  # 0.05 s of 0.25 waited so far, not 0.4
+    assert p.waited == pytest.approx(0.05 if not counted_from_first else 0.0)
 
 
 def test_a_light_clients_request_is_not_held_back() -> None:

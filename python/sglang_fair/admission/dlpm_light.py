@@ -25,8 +25,10 @@ quantum of the flooder's service per request: the larger Q^u, the longer.
    other client a quantum and the freed slots (a 4:1 pair split 2.5:1 live). So a due refill waits
    while a client with credit, requests running here and nothing waiting has a finish here that no
    arrival has answered yet, within twice its measured return time (``returns.py``): at most the
-   quantum's seconds per round of refills, never while a light client (change 2) waits (nor for one:
-   a client of one request at a time has none running between them).
+   quantum's seconds per round of refills, its waits added up (counted from the round's first wait,
+   one early wait spent the round's budget and the next gap refilled at once), never while a light
+   client (change 2) waits (nor for one: a client of one request at a time has none running between
+   them).
 
 4. **A slot kept for a light client's return.** Scanned first, a light client's request still waits for
    a running request to finish when every slot is taken: on a worker of 8 running requests that is most
@@ -77,7 +79,8 @@ class DLPMLight(DLPM):
         super().__init__(config)
         self.returns = Returns(longest=config.quantum_s or self.default_quantum_s)
         self.waits = 0  # refills that waited for a returning client, for inspection
-        self._due_since: float | None = None  # when the refill now due first waited
+        self.waited = 0.0  # seconds this round's due refills have waited, for inspection
+        self._waiting_since: float | None = None  # when the wait going on began to be counted
         self.light_at_finish: set[str] = set()  # light when their last request here finished
 
     def select(self, waiting: Sequence[R], budget: Budget) -> list[R]:
@@ -117,26 +120,36 @@ class DLPMLight(DLPM):
 
     def _refill_waits(self, scope: Scope) -> bool:
         """Change 3: wait while a client with credit, requests running and nothing waiting is about to
-        return (never on a worker that runs nothing: no next step would come to end the wait)."""
+        return (never on a worker that runs nothing: no next step would come to end the wait), at most
+        the quantum's seconds in all per round: a wait lasts from the check that began it to the
+        admission or refill that ends it, and a round's waits add up."""
         book = self.book
         if self.now is None or not any(book.running.values()):
             return False
         if any(book.queued[c] for c in self.light_clients()):
             return False  # change 2: a light client's request is not held back for a heavy one
-        if self._due_since is None:
-            self._due_since = self.now
-        elif self.now - self._due_since >= self.returns.longest:
+        if self._waiting_since is not None:
+            self.waited += self.now - self._waiting_since
+        if self.waited >= self.returns.longest:
+            self._waiting_since = None
             return False  # this round has waited its most
         deficits = self.deficits
         waits = self.returns.awaited(self.now, (
             c for c in self.returns.unanswered
             if deficits[c] > 0 and book.running[c] and not book.queued[c] and (scope is None or c in scope)))
         self.waits += waits
+        self._waiting_since = self.now if waits else None
         return waits
+
+    def _admit(self, req: WaitingRequest) -> float:
+        if self._waiting_since is not None and self.now is not None:  # an admission ends a wait
+            self.waited += self.now - self._waiting_since
+            self._waiting_since = None
+        return super()._admit(req)
 
     def _refilled(self, quantum: float) -> None:
         super()._refilled(quantum)
-        self._due_since = None
+        self.waited, self._waiting_since = 0.0, None
 
     def _join(self, client: str) -> None:
         """Instead of line 12: a returning client keeps its counter; a new one gets what it would
