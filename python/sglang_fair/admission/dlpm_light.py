@@ -25,10 +25,9 @@ quantum of the flooder's service per request: the larger Q^u, the longer.
    other client a quantum and the freed slots (a 4:1 pair split 2.5:1 live). So a due refill waits
    while a client with credit, requests running here and nothing waiting has a finish here that no
    arrival has answered yet, within twice its measured return time (``returns.py``): at most the
-   quantum's seconds per round of refills, its waits added up (counted from the round's first wait,
-   one early wait spent the round's budget and the next gap refilled at once), never while a light
-   client (change 2) waits (nor for one: a client of one request at a time has none running between
-   them).
+   quantum's seconds per round of refills, its waits added up (a budget counted from the round's first
+   wait was spent by one early wait, and the next gap refilled at once), never while a light client
+   (change 2) waits (nor for one: a client of one request at a time has none running between them).
 
 4. **A slot kept for a light client's return.** Scanned first, a light client's request still waits for
    a running request to finish when every slot is taken: on a worker of 8 running requests that is most
@@ -142,10 +141,14 @@ class DLPMLight(DLPM):
         return waits
 
     def _admit(self, req: WaitingRequest) -> float:
-        if self._waiting_since is not None and self.now is not None:  # an admission ends a wait
+        self._end_wait()
+        return super()._admit(req)
+
+    def _end_wait(self) -> None:
+        """An admission ends the wait going on (change 3); its time joins the round's."""
+        if self._waiting_since is not None and self.now is not None:
             self.waited += self.now - self._waiting_since
             self._waiting_since = None
-        return super()._admit(req)
 
     def _refilled(self, quantum: float) -> None:
         super()._refilled(quantum)
