@@ -244,7 +244,7 @@ class RouterState:
 
 def load_of(load: Load) -> WorkerLoad:
     """A heartbeat's load report as the routing policy reads it."""
-    return WorkerLoad(load.running, load.waiting, load.service_rate, load.max_running)
+    return WorkerLoad(load.running, load.waiting, load.service_rate, load.max_running, load.knee)
 
 
 def _load_view(load: WorkerLoad | None) -> dict[str, Any] | None:

@@ -21,9 +21,9 @@ import msgspec
 from sglang_fair.core.global_tree import WIDTH
 from sglang_fair_router.codec import MessageError, decode
 
-VERSION = 6  # 2: Dispatch and Finished carry no client; Heartbeat.inflight. 3: Hello and Holding
-# 4: Heartbeat.prefill_budget. 5: Hello.router, echoed by Holding.router. 6: Heartbeat.load
-FEEDBACK_VERSIONS = (2, 3, 4, 5, 6)
+VERSION = 7  # 2: Dispatch and Finished carry no client; Heartbeat.inflight. 3: Hello and Holding
+# 4: Heartbeat.prefill_budget. 5: Hello.router, echoed by Holding.router. 6: Heartbeat.load. 7: Load.knee
+FEEDBACK_VERSIONS = (2, 3, 4, 5, 6, 7)
 Count = Annotated[int, msgspec.Meta(ge=0)]
 # prefill tokens; negative: overcommitted; bounded so a bad report cannot swamp the router's arithmetic
 Budget = Annotated[int, msgspec.Meta(ge=-(1 << 40), le=1 << 40)]
@@ -33,12 +33,15 @@ Rate = Annotated[float, msgspec.Meta(ge=0, le=1e12)]  # service units per second
 
 class Load(msgspec.Struct, frozen=True):
     """What a worker's scheduler runs and holds waiting, its measured service rate (its admission
-    policy's cost units per busy second; 0: not measured yet) and its cap on running requests."""
+    policy's cost units per busy second; 0: not measured yet), its cap on running requests and the
+    batch beyond which its decode throughput grows little (``core/knee.py``; 0: not measured; not sent
+    before version 7)."""
 
     running: Count
     waiting: Count
     service_rate: Rate = 0.0
     max_running: Count = 0
+    knee: Count = 0
 
 
 class Dispatch(msgspec.Struct, tag="dispatch", frozen=True):
@@ -130,4 +133,6 @@ def decode_feedback(frame: bytes) -> Feedback:
         raise MessageError("heartbeat: prefill_budget needs version 4")
     if isinstance(msg, Heartbeat) and msg.v < 6 and msg.load is not None:
         raise MessageError("heartbeat: load needs version 6")
+    if isinstance(msg, Heartbeat) and msg.v < 7 and msg.load is not None and msg.load.knee:
+        raise MessageError("heartbeat: load.knee needs version 7")
     return msg

@@ -254,3 +254,34 @@ def test_clients_placed_by_their_prompts_are_served_across_workers() -> None:
     assert run(fair(spread_backlog=0)) == [[24, 0], [0, 24]]  # control: partitioned
     a, b = run(fair())
     assert min(a) >= 8 and min(b) >= 8  # each client backlogged at both workers
+
+
+@pytest.mark.parametrize("knee", [20, 0])
+def test_a_hot_prefix_spreads_once_its_holders_pass_their_knee(knee: int) -> None:
+    """Eight CPU-like workers of 256 slots, none ever full: a flood of 80 requests over one prefix. With
+    the knee the workers measure (20: their decode throughput stops growing there) the prefix spreads
+    to all eight; without it (the negative control, knee 0: capacity in slots) a holder passes its
+    load on only past the slack (1/16 of 256 slots: 16 requests), so five workers hold it all."""
+    r = fair(workers=8)
+    for w in range(8):
+        r.on_load(w, WorkerLoad(running=0, waiting=0, max_running=256, knee=knee))
+    placed = [r.route(Q(i, "flood", DOC + [i])) for i in range(80)]
+    assert r.capacity == [knee or 256] * 8
+    if knee:
+        assert len(set(placed)) == 8 and max(r.queue) - min(r.queue) <= 2
+    else:
+        assert r.queue == [17, 17, 17, 17, 12, 0, 0, 0]
+
+
+def test_the_capacity_is_at_most_the_knee_a_worker_reports_or_else_the_others_median() -> None:
+    r = fair(workers=3)
+    r.on_load(0, WorkerLoad(running=40, waiting=5, max_running=256, knee=24))  # full at 40, knee 24
+    r.on_load(1, WorkerLoad(running=10, waiting=0, max_running=256, knee=30))
+    r.on_load(2, WorkerLoad(running=50, waiting=3, max_running=256))  # not measured: the median, 24
+    assert r.capacity == [24, 30, 24]
+    r.on_load(1, WorkerLoad(running=3, waiting=2, max_running=256, knee=300))  # beyond: its own, 3
+    assert r.capacity == [24, 3, 24]
+    r.mark_dead(0)
+    r.on_load(0, WorkerLoad(running=40, waiting=5, max_running=256))  # none measured among the live
+    r.on_load(1, WorkerLoad(running=3, waiting=2, max_running=256))
+    assert r.capacity == [40, 3, 50]

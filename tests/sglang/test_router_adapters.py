@@ -140,12 +140,23 @@ def test_heartbeats_carry_the_schedulers_load(link: RouterLink, monkeypatch: pyt
     running, prefilled = [object() for _ in range(2)], [object()]
     scheduler = SimpleNamespace(running_batch=SimpleNamespace(reqs=running), waiting_queue=[4, 5],
                                 max_running_requests=8)
+
+    def heard() -> wm.Load | None:
+        deadline, load = time.monotonic() + 5, None
+        while load is None and time.monotonic() < deadline:
+            msg = wm.decode_feedback(feedback.recv())  # within RCVTIMEO; a heartbeat every 0.05 s
+            load = msg.load if isinstance(msg, wm.Heartbeat) else None
+        return load
+
     worker_hooks.report_load(scheduler, 1234.5, SimpleNamespace(reqs=[*running, *prefilled]))  # a mixed batch
-    deadline, load = time.monotonic() + 5, None
-    while load is None and time.monotonic() < deadline:
-        msg = wm.decode_feedback(feedback.recv())  # within RCVTIMEO; a heartbeat every 0.05 s
-        load = msg.load if isinstance(msg, wm.Heartbeat) else None
-    assert load == wm.Load(running=3, waiting=2, service_rate=1234.5, max_running=8)
+    assert heard() == wm.Load(running=3, waiting=2, service_rate=1234.5, max_running=8)
+    knee = worker_hooks.knee_of(scheduler)
+    for i in range(64):  # decode steps of 1-16 requests at 3 ms + 1 ms a request: knee 3 x 3 = 9
+        knee.observe(1 + i % 16, 100 * (1 + i % 16), 0.003 + 0.001 * (1 + i % 16))
+    worker_hooks.report_load(scheduler, 1234.5)
+    while (load := heard()) is not None and load.knee == 0:
+        pass
+    assert load == wm.Load(running=2, waiting=2, service_rate=1234.5, max_running=8, knee=9)
 
 
 def fake_controller(tokenizer_ipc: str) -> SimpleNamespace:

@@ -52,6 +52,9 @@ class Mode:
     def is_extend(self) -> bool:
         return self.extend
 
+    def is_decode(self) -> bool:
+        return not self.extend
+
 
 @dataclass
 class Batch:

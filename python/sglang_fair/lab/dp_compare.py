@@ -69,7 +69,8 @@ def run_config(model: Path, name: str, scenario: str, window: float, log: Path) 
         state = get_json(f"http://127.0.0.1:{port}/state") if port else {}
     return {"config": name, "scenario": scenario, "flags": " ".join((*flags, *extra)), **row,
             "router": state.get("policy"), "router_counts": state.get("counts"),
-            "capacity": [w.get("capacity") for w in state.get("workers", [])] or None}
+            "capacity": [w.get("capacity") for w in state.get("workers", [])] or None,
+            "knee": [(w.get("load") or {}).get("knee") for w in state.get("workers", [])] or None}
 
 
 def main() -> None:

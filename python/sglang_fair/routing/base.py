@@ -34,8 +34,12 @@ configured maximum (``worker_capacity``, or the cap its reports name: SGLang's m
 then learned from its load reports (:meth:`RoutingPolicy.on_load`): a worker that reports requests
 waiting runs all it can, so c_w is what it runs; one with nothing waiting runs at least what it runs.
 Where the KV pool binds before the running cap (long requests, large caps) c_w is far below the
-configured maximum, so a policy that balances or spills by c_w means the same on every machine and at
-every cap.
+configured maximum. And c_w is at most the worker's knee: the batch beyond which its decode throughput
+grows by little (``core/knee.py``; on a CPU about ten requests where it has 256 slots), as the worker
+measures and reports it or, until it has, the median of the knees the other live workers reported (the
+workers of one data-parallel server run one model on like devices; a worker that knows its own and one
+that does not would otherwise be filled by different measures). So a policy that balances or spills by
+c_w means the same on every machine and at every cap.
 """
 
 from __future__ import annotations
@@ -142,13 +146,15 @@ DEFAULT_CAPACITY = 64  # requests a worker is assumed to run at once until it re
 
 class WorkerLoad(NamedTuple):
     """A worker's report of itself (its heartbeat): requests running and waiting in its scheduler, its
-    measured service rate (the admission policy's cost units per busy second; 0: not measured) and its
-    cap on running requests (SGLang's max running requests; 0: not said)."""
+    measured service rate (the admission policy's cost units per busy second; 0: not measured), its
+    cap on running requests (SGLang's max running requests; 0: not said) and its knee (the batch
+    beyond which its decode throughput grows by little; 0: not measured)."""
 
     running: int
     waiting: int
     service_rate: float = 0.0
     max_running: int = 0
+    knee: int = 0
 
 
 class NoWorkerError(RuntimeError):
@@ -174,7 +180,9 @@ class RoutingPolicy(ABC):
         self.tree = GlobalRadixTree(config.max_tree_tokens)
         self.routed_tokens = [0] * config.num_workers  # input tokens dispatched to each worker
         self.matched_tokens = [0] * config.num_workers  # of which the tree said it already held
-        self.capacity = [config.worker_capacity or DEFAULT_CAPACITY] * config.num_workers  # c_w
+        self.learned = [config.worker_capacity or DEFAULT_CAPACITY] * config.num_workers  # from slots and KV
+        self.knees = [0] * config.num_workers  # each worker's reported knee (0: not measured)
+        self.capacity = list(self.learned)  # c_w: the learned capacity, at most the knee
         self.reports: list[WorkerLoad | None] = [None] * config.num_workers  # each worker's last
         self.saturated = [False] * config.num_workers  # has reported requests waiting
         self._held: tuple[RouteRequest, dict[int, int]] | None = None  # held(), for the request at hand
@@ -263,13 +271,19 @@ class RoutingPolicy(ABC):
         if worker not in self.workers:
             raise ConfigError(f"unknown worker {worker}")
         self.reports[worker] = load
+        learned = self.learned
         if load.waiting > 0:
             self.saturated[worker] = True
-            self.capacity[worker] = max(1, load.running)
+            learned[worker] = max(1, load.running)
         elif not self.saturated[worker] and load.max_running:
-            self.capacity[worker] = max(load.running, load.max_running)  # its cap, until it fills
+            learned[worker] = max(load.running, load.max_running)  # its cap, until it fills
         else:
-            self.capacity[worker] = max(self.capacity[worker], load.running)
+            learned[worker] = max(learned[worker], load.running)
+        self.knees[worker] = load.knee
+        told = sorted(self.knees[w] for w in self.alive if self.knees[w])
+        fleet = told[(len(told) - 1) // 2] if told else 0  # for a worker that has not measured its own
+        self.capacity = [min(c, self.knees[w] or fleet) if self.knees[w] or fleet else c
+                         for w, c in enumerate(learned)]
 
     def fill(self, worker: int) -> float:
         """Requests in flight at ``worker`` per request it runs at once (> 1: some wait there)."""

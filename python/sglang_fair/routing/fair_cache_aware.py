@@ -9,10 +9,11 @@ the others idle, and clients placed by their prompts are served per worker, not 
 request r of client c, this policy decides:
 
 1. **Among the workers not overfilled.** A worker's fill is its requests in flight per request it runs at
-   once (c_w, learned from its load reports: ``routing/base.py``); above 1, requests wait there. Only the
-   workers filled at most ``spill_ratio`` x the least fill + ``spill_slack`` are candidates. A holder of a
-   hot prefix that fills up sends the next request to the least-filled worker, which then holds the prefix
-   too: the prefix spreads to as many workers as its load needs and no more, at any cap and on any hardware.
+   once (c_w, learned from its load reports and at most its measured knee: ``routing/base.py``); above 1,
+   requests wait there or add little service. Only the workers filled at most ``spill_ratio`` x the least
+   fill + ``spill_slack`` are candidates. A holder of a hot prefix that fills up sends the next request to
+   the least-filled worker, which then holds the prefix too: the prefix spreads to as many workers as its
+   load needs and no more, at any cap and on any hardware.
 2. **Locality.** If the longest match among the candidates covers more than ``hold_threshold`` of the
    prompt, a holder of it gets r: the one where c has the least of its work in flight (per request it
    runs), then the least filled. A program stays where its context is, and the clients of a shared prompt

@@ -19,7 +19,7 @@ from sglang_fair.sglang_plugin.pab_report import report_prefill_budget
 from sglang_fair.sglang_plugin.publish import Publisher, state_dir
 from sglang_fair.sglang_plugin.state import FairState
 from sglang_fair.sglang_plugin.tenant_reload import allow_request_priority, scheduler_reloader
-from sglang_fair.sglang_plugin.worker_hooks import report_load
+from sglang_fair.sglang_plugin.worker_hooks import observe_step, report_load
 
 logger = logging.getLogger("sglang_fair")
 STATE_ATTR = "_sglang_fair_state"
@@ -160,6 +160,7 @@ def process_batch_result(_result: Any, self: Any, batch: Any, *args: Any, **kwar
             logger.info("sglang-fair: step model after %d steps: %.4g s + %.3g s/KV token + %.3g s/token",
                         budget.steps, *budget.policy.model.coefficients)
     report_prefill_budget(self, batch, budget)
+    observe_step(self, batch, time.monotonic())
     state = state_of(self.policy)
     report_load(self, state.policy.service_rate if state is not None else 0.0, batch)
     if state is None:

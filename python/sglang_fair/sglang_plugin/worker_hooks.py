@@ -26,6 +26,7 @@ from typing import Any
 
 import zmq
 
+from sglang_fair.core.knee import BatchKnee
 from sglang_fair.links.feedback_hub import hub_from_env
 from sglang_fair.sglang_plugin.config import config_from_env
 from sglang_fair.sglang_plugin.evictions import BlockIndex, Removal
@@ -228,14 +229,36 @@ class EvictionPublisher:
         return None
 
 
+KNEE_REFIT_STEPS = 32  # decode steps between fits of the knee (a fit is about 1 ms; reports go every step)
+
+
+def knee_of(scheduler: Any) -> BatchKnee:
+    """The scheduler's decode steps, measured (its useful batch, :mod:`sglang_fair.core.knee`)."""
+    knee = getattr(scheduler, "_sglang_fair_knee", None)
+    if knee is None:
+        knee = scheduler._sglang_fair_knee = BatchKnee(refit_every=KNEE_REFIT_STEPS)
+    return knee
+
+
+def observe_step(scheduler: Any, batch: Any, now: float) -> None:
+    """A decode batch's measured time (``now - batch.launch_ts``, SGLang's ``time.monotonic``) and size."""
+    launched, reqs = getattr(batch, "launch_ts", None), list(getattr(batch, "reqs", None) or ())
+    if launched is None or not reqs or not batch.forward_mode.is_decode():
+        return
+    context = sum(len(r.origin_input_ids) + len(r.output_ids) for r in reqs)
+    knee_of(scheduler).observe(len(reqs), context, now - launched)
+
+
 def report_load(scheduler: Any, service_rate: float, batch: Any = None) -> None:
     """What the scheduler runs (its running batch and the batch just run: a prefill batch joins the
-    running one only at the next step) and holds waiting, its admission policy's measured service rate and
-    its cap on running requests, for the next heartbeat (the router learns the worker's capacity from it)."""
+    running one only at the next step) and holds waiting, its admission policy's measured service rate,
+    its cap on running requests and the batch beyond which its decode throughput grows by little, for the
+    next heartbeat (the router learns the worker's capacity from it)."""
     link = worker_link(create=False)
     if link is not None:
         just_run = getattr(batch, "reqs", None) or ()
         reqs = {id(r) for r in scheduler.running_batch.reqs} | {id(r) for r in just_run}
         link.load = wm.Load(running=len(reqs), waiting=len(scheduler.waiting_queue),
                             service_rate=max(0.0, service_rate),
-                            max_running=max(0, int(getattr(scheduler, "max_running_requests", 0) or 0)))
+                            max_running=max(0, int(getattr(scheduler, "max_running_requests", 0) or 0)),
+                            knee=knee_of(scheduler).knee())

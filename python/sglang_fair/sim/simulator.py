@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from sglang_fair.admission import make_admission_policy
 from sglang_fair.batching import make_batching_policy
 from sglang_fair.core.global_tree import token_view
+from sglang_fair.core.knee import BatchKnee
 from sglang_fair.core.radix_cache import Evicted
 from sglang_fair.metrics import ProgramRecord, RequestRecord, RunResult, ServiceLedger
 from sglang_fair.routing import make_routing_policy
@@ -113,6 +114,7 @@ class Simulator:
         self._version = [0] * spec.cluster.dp  # of each worker's pending step-end event
         self._started = [0.0] * spec.cluster.dp  # start of each worker's current plan
         self._reported = [-math.inf] * spec.cluster.dp  # when each worker last reported its load
+        self.knees = [BatchKnee() for _ in range(spec.cluster.dp)]  # each worker's decode steps, measured
         self.decode_plans: list[tuple[float, int, int]] = []  # (start, requests decoding, steps)
         self._literals: dict[int, tuple[tuple[int, ...], bytes]] = {}  # the workload's literal parts, packed
 
@@ -202,6 +204,9 @@ class Simulator:
                     rec.admitted, rec.cached_len = self._started[worker.index], req.cached_len
         if plan.decoding:
             self.decode_plans.append((self._started[worker.index], plan.decoding, plan.steps))
+        if plan.kind == "decode":  # its steps' mean: the context grows by a token a request a step
+            context = worker.batch.context + (plan.steps - 1) * plan.decoding // 2
+            self.knees[worker.index].observe(plan.decoding, context, plan.duration / plan.steps)
         if self.slo is not None:
             self.slo.on_step(plan, worker.running, self._started[worker.index])
         out = worker.complete_step(self.now)
@@ -244,7 +249,7 @@ class Simulator:
         idx = worker.index
         self._reported[idx] = self.now
         load = WorkerLoad(len(worker.running) + just_finished, len(worker.waiting),
-                          worker.policy.service_rate, worker.config.max_running)
+                          worker.policy.service_rate, worker.config.max_running, self.knees[idx].knee())
         self._push(self.now + self.cfg.feedback_delay, FEEDBACK, lambda: self.router.on_load(idx, load))
 
     def _evicted(self, worker: int, evicted: list[Evicted]) -> None:
