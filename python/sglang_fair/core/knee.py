@@ -24,7 +24,7 @@ import math
 from collections import deque
 
 from sglang_fair.core.errors import require
-from sglang_fair.core.linalg import solve_linear
+from sglang_fair.core.linalg import least_squares
 
 KNEE_SHARE = 0.75  # n*: the batch whose throughput is this share of the worker's largest
 KNEE_WINDOW = 512  # decode steps remembered
@@ -61,15 +61,8 @@ class BatchKnee:
         sizes = [n for n, _, _ in self.steps]
         if max(sizes) < KNEE_MIN_SPREAD * min(sizes):
             return None
-        xtx = [[0.0] * 3 for _ in range(3)]
-        xty = [0.0] * 3
-        for n, ctx, t in self.steps:
-            row = (1.0, float(n), ctx)
-            for i in range(3):
-                xty[i] += row[i] * t
-                for j in range(3):
-                    xtx[i][j] += row[i] * row[j]
-        a, b, c = solve_linear(xtx, xty)
+        rows = [(1.0, float(n), ctx) for n, ctx, _ in self.steps]
+        a, b, c = least_squares(rows, [t for _, _, t in self.steps])
         return a, b, c / _CONTEXT_UNIT
 
     def knee(self) -> int:

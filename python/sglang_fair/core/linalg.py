@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 def solve_linear(a: list[list[float]], b: list[float]) -> list[float]:
     """Solve ``a x = b`` by Gauss-Jordan elimination with partial pivoting; the unknown of a
@@ -18,3 +20,11 @@ def solve_linear(a: list[list[float]], b: list[float]) -> list[float]:
                 f = m[r][col] / m[col][col]
                 m[r] = [x - f * y for x, y in zip(m[r], m[col], strict=True)]
     return [m[i][n] / m[i][i] if abs(m[i][i]) > 1e-300 else 0.0 for i in range(n)]
+
+
+def least_squares(rows: Sequence[Sequence[float]], ys: Sequence[float], ridge: float = 0.0) -> list[float]:
+    """The x minimizing |rows x - ys|^2 + ridge |x|^2, by the normal equations."""
+    k = len(rows[0])
+    ata = [[sum(r[a] * r[b] for r in rows) + (ridge if a == b else 0.0) for b in range(k)] for a in range(k)]
+    aty = [sum(r[a] * y for r, y in zip(rows, ys, strict=True)) for a in range(k)]
+    return solve_linear(ata, aty)

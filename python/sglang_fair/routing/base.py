@@ -181,7 +181,6 @@ class RoutingPolicy(ABC):
         self.routed_tokens = [0] * config.num_workers  # input tokens dispatched to each worker
         self.matched_tokens = [0] * config.num_workers  # of which the tree said it already held
         self.learned = [config.worker_capacity or DEFAULT_CAPACITY] * config.num_workers  # from slots and KV
-        self.knees = [0] * config.num_workers  # each worker's reported knee (0: not measured)
         self.capacity = list(self.learned)  # c_w: the learned capacity, at most the knee
         self.reports: list[WorkerLoad | None] = [None] * config.num_workers  # each worker's last
         self.saturated = [False] * config.num_workers  # has reported requests waiting
@@ -279,11 +278,10 @@ class RoutingPolicy(ABC):
             learned[worker] = max(load.running, load.max_running)  # its cap, until it fills
         else:
             learned[worker] = max(learned[worker], load.running)
-        self.knees[worker] = load.knee
-        told = sorted(self.knees[w] for w in self.alive if self.knees[w])
+        knees = [r.knee if r is not None else 0 for r in self.reports]  # 0: not measured
+        told = sorted(knees[w] for w in self.alive if knees[w])
         fleet = told[(len(told) - 1) // 2] if told else 0  # for a worker that has not measured its own
-        self.capacity = [min(c, self.knees[w] or fleet) if self.knees[w] or fleet else c
-                         for w, c in enumerate(learned)]
+        self.capacity = [min(c, knees[w] or fleet) if knees[w] or fleet else c for w, c in enumerate(learned)]
 
     def fill(self, worker: int) -> float:
         """Requests in flight at ``worker`` per request it runs at once (> 1: some wait there)."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass, fields
 from typing import NamedTuple, Protocol
 
 from sglang_fair.core.errors import ConfigError, require
-from sglang_fair.core.linalg import solve_linear
+from sglang_fair.core.linalg import least_squares
 
 
 class StepShape(NamedTuple):
@@ -271,10 +271,7 @@ def _solve(samples: list[tuple[StepShape, float]], active: list[bool], ridge: fl
     scale = [max(1e-30, max(abs(r[j]) for r in rows)) for j in range(len(idx))]
     rows = [[r[j] / scale[j] for j in range(len(idx))] for r in rows]
     ys = [t * w for (_, t), w in zip(samples, weight, strict=True)]
-    k = len(idx)
-    ata = [[sum(r[a] * r[b] for r in rows) + (ridge if a == b else 0.0) for b in range(k)] for a in range(k)]
-    aty = [sum(r[a] * y for r, y in zip(rows, ys, strict=True)) for a in range(k)]
-    sol = solve_linear(ata, aty)
+    sol = least_squares(rows, ys, ridge)
     coef = [0.0] * FEATURES
     for j, i in enumerate(idx):
         coef[i] = sol[j] / scale[j]
