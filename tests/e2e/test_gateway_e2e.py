@@ -212,6 +212,10 @@ CORPUS = [  # (path, body, whether the gateway renders it itself)
     ("/v1/completions", {"prompt": words(2, 60)}, True),
     ("/v1/completions", {"prompt": [" the batch's first", "second"]}, True),
     ("/generate", {"text": "a generate prompt\n"}, True),
+    *[("/v1/chat/completions", {"messages": [  # a long system prompt, shared: from cached pieces
+        {"role": "system", "content": words(3, 150)},
+        {"role": "user", "content": f"{words(4 + i, 50)}  {i}"}]},
+       True) for i in range(2)],
 ]
 
 
@@ -230,6 +234,7 @@ def test_the_gateways_own_tokens_are_the_servers_on_a_corpus(cluster: dict[str, 
         theirs = json.loads(raw)["tokens"]
         if mine is not None:
             assert mine == theirs, (path, body)
+    assert local.pieces is not None and local.pieces.on and local.pieces.counts["pieces cached"] > 5
     two = cluster["gateway-2"]
     status, _ = post(two + "/v1/chat/completions", {**CORPUS[1][1], "stream": False}, KEY)
     assert status == 200

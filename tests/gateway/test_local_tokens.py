@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("transformers")
-from sglang_fair.gateway.local_tokens import PROBES, LocalTokenizer
+from sglang_fair.gateway.local_tokens import PROBES, LocalTokenizer, local_tokenizer
 from sglang_fair.gateway.prompt import CHAT, ServerTokenizer, token_source
-from sglang_fair.gateway.servers import ServerInfo
+from sglang_fair.gateway.servers import ServerInfo, server_info
 
 ROOT = Path(__file__).resolve().parents[2]
 USER = {"role": "user", "content": "the fair share"}
@@ -60,10 +60,21 @@ def test_shapes_it_does_not_mirror_are_left_to_the_server_and_counted(
 def test_plain_chats_and_prompts_are_rendered_as_the_template_says(local: LocalTokenizer) -> None:
     turns = [{"role": "system", "content": "be fair"}, USER, {"role": "assistant", "content": "yes"}, USER]
     body = {"model": "m", "messages": turns, "max_tokens": 3, "temperature": 0.0, "stream": True}
+    assert local.template is not None  # rendered without apply_chat_template's wrapper
     assert local.ids(token_source(CHAT, body)) == rendered_by_hand(local, turns)
     assert local.ids({"prompt": "the queue"}) == list(local.tokenizer.encode("the queue"))
     assert local.ids(token_source("/v1/completions", {"prompt": ["the queue", "x"]})) == \
         list(local.tokenizer.encode("the queue"))  # a batch routes on its first prompt
+
+
+def test_long_chats_with_a_shared_beginning_come_from_cached_pieces(local: LocalTokenizer) -> None:
+    assert local.pieces is not None and local.pieces_verdict == "on"
+    shared = " ".join(f"rule {i}: be fair." for i in range(60))
+    chats = [[{"role": "system", "content": shared}, {"role": "user", "content": f"{shared} and {i} more"}]
+             for i in range(4)]
+    before = local.pieces.counts["pieces cached"]
+    assert [local.ids({"messages": m}) for m in chats] == [rendered_by_hand(local, m) for m in chats]
+    assert local.pieces.counts["pieces cached"] - before > 3 * len(local.pieces.cuts(shared))
 
 
 class FakeServer:
@@ -111,3 +122,14 @@ def test_a_server_that_renders_otherwise_turns_it_off(local: LocalTokenizer) -> 
     assert not local.trusted and local.verdict.startswith("off: probe 1 differs")
     multi_turn = [p for p in PROBES if len(p.get("messages", [])) > 2]
     assert multi_turn and any(len(p) == 1 and "prompt" in p for p in PROBES)  # the corpus has both
+
+
+def test_auto_takes_the_servers_tokenizer_where_it_is_a_directory_here(
+        local: LocalTokenizer, caplog: pytest.LogCaptureFixture) -> None:
+    info = server_info("http://s", {"model_path": "org/model", "tokenizer_path": local.path, "dp_size": 1})
+    assert info.tokenizer_path == local.path
+    found = local_tokenizer("auto", [info])
+    assert found is not None and found.path == local.path
+    elsewhere = server_info("http://s", {"model_path": "org/model", "dp_size": 1})
+    assert local_tokenizer("auto", [elsewhere]) is None and "not a directory here" in caplog.text
+    assert local_tokenizer("", [info]) is None

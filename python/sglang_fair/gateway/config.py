@@ -90,7 +90,8 @@ class GatewayConfig:
         "help": "seconds a worker's loop may stand still with requests in flight before its server is "
                 "taken out (longer than the longest model step)"})
     tokenizer: str = field(default="", metadata={
-        "help": "the servers' tokenizer (model or tokenizer directory, readable here): prompts and plain "
+        "help": "the servers' tokenizer (model or tokenizer directory, readable here; 'auto': the one "
+                "the servers' /server_info names, where it is a directory here): prompts and plain "
                 "chats are tokenized in the gateway, not by a /tokenize call to a server, once start-up "
                 "probes gave the server's ids (needs the gateway-tokenizer extra; default: every "
                 "prompt is tokenized by a server)"})

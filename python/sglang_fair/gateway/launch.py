@@ -22,7 +22,7 @@ from sglang_fair.gateway.config import GatewayConfig
 from sglang_fair.gateway.duties import EXIT_DUTY_FAILED
 from sglang_fair.gateway.feedback import FeedbackListener, Liveness, sources, wait_first_beats
 from sglang_fair.gateway.front import make_app
-from sglang_fair.gateway.local_tokens import LocalTokenizer
+from sglang_fair.gateway.local_tokens import local_tokenizer
 from sglang_fair.gateway.peers import Siblings
 from sglang_fair.gateway.plumbing import fast_plumbing
 from sglang_fair.gateway.processes import EXIT_PROCESS_FAILED, ProcessView, http_socket, supervise
@@ -59,7 +59,7 @@ def build_gateway(config: GatewayConfig, table: WorkerTable, siblings: Siblings 
         heard = [w.index for w in table if w.server.feedback_endpoint]
         liveness = Liveness(heard, config.heartbeat_timeout, config.stall_timeout, time.monotonic())
         listener = FeedbackListener(table, config.curve_keys, router.evicted, liveness, on_load=router.loaded)
-    local = LocalTokenizer(config.tokenizer) if config.tokenizer else None
+    local = local_tokenizer(config.tokenizer, table.servers)
     return Gateway(config, table, router, listener, Replication(link, router) if link is not None else None,
                    local)
 

@@ -11,6 +11,9 @@ rendering (tools, ``tool_choice``, ``chat_template_kwargs``, ``reasoning_effort`
 ``add_generation_prompt`` and encoded as SGLang encodes a rendered template. For every other shape it
 gives None and the gateway asks a server's ``/tokenize``, counted per reason (``/gateway/state``).
 
+Text is encoded from cached pieces where the tokenizer allows it (:mod:`.token_pieces`): a prompt
+costs the encoding of what earlier prompts did not share with it.
+
 It is trusted only after :meth:`verify`: at start-up the gateway tokenizes :data:`PROBES` (multi-turn,
 system prompts, text that looks like the template's own markers, completions) itself and through a
 server's ``/tokenize``; one difference (a server with its own ``--chat-template`` or template
@@ -20,11 +23,18 @@ difference in the log and in the state.
 
 from __future__ import annotations
 
+import logging
+import os
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from sglang_fair.core.errors import ConfigError
+from sglang_fair.gateway.servers import ServerInfo
+from sglang_fair.gateway.token_pieces import PieceEncoder, unsure_why
+
+logger = logging.getLogger("sglang_fair.gateway")
+AUTO = "auto"
 
 CHAT_FIELDS = frozenset({  # a chat's fields that do not change its prompt's rendering in SGLang 0.5.23
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
@@ -44,6 +54,25 @@ PROBES: tuple[dict[str, Any], ...] = (
 )
 
 
+def local_tokenizer(setting: str, servers: Sequence[ServerInfo]) -> LocalTokenizer | None:
+    """The gateway's tokenizer for ``--tokenizer setting``: none (''), the directory named, or with
+    ``auto`` the first server's tokenizer (``/server_info``'s ``tokenizer_path``, else ``model_path``)
+    where that is a directory here and loads; else none, said in the log (every prompt to ``/tokenize``)."""
+    if setting != AUTO:
+        return LocalTokenizer(setting) if setting else None
+    server = servers[0]
+    path = server.tokenizer_path or server.model_path
+    if not os.path.isdir(path):
+        logger.warning("gateway: --tokenizer auto: %r (%s/server_info) is not a directory here; every "
+                       "prompt is tokenized by a server", path, server.url)
+        return None
+    try:
+        return LocalTokenizer(path)
+    except ConfigError as err:
+        logger.warning("gateway: --tokenizer auto: %s; every prompt is tokenized by a server", err)
+        return None
+
+
 class LocalTokenizer:
     """A tokenizer and chat template loaded from ``path``; :meth:`ids` of the shapes it is sure of."""
 
@@ -59,7 +88,13 @@ class LocalTokenizer:
             raise ConfigError(f"--tokenizer {path}: no tokenizer there ({err})") from None
         self.path = path
         # SGLang encodes a rendered template without special tokens where encode("") adds some
-        self.chat_encode: dict[str, Any] = {"add_special_tokens": False} if self.tokenizer.encode("") else {}
+        self.chat_specials = not self.tokenizer.encode("")
+        self.template_kwargs: dict[str, Any] = {}
+        self.template: Any = None
+        self.template = self._template()
+        self.head: list[int] = []  # the special tokens ``encode`` puts around a text, where it does
+        self.tail: list[int] = []
+        self.pieces, self.pieces_verdict = self._pieces()
         self.trusted = False
         self.verdict = "not verified yet"
         self.counts: Counter[str] = Counter()
@@ -72,10 +107,60 @@ class LocalTokenizer:
             return None
         self.counts["local"] += 1
         if "prompt" in source:
-            return list(self.tokenizer.encode(source["prompt"]))
-        text = self.tokenizer.apply_chat_template(source["messages"], tokenize=False,
-                                                  add_generation_prompt=True)
-        return list(self.tokenizer.encode(text, **self.chat_encode))
+            return self.encode(source["prompt"], True)
+        return self.encode(self.render(source["messages"]), self.chat_specials)
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        """The chat's prompt text, as ``apply_chat_template(..., add_generation_prompt=True)`` renders it."""
+        if self.template is not None:
+            return str(self.template.render(messages=messages, tools=None, documents=None,
+                                            add_generation_prompt=True, **self.template_kwargs))
+        return self._rendered_by_transformers(messages)
+
+    def _rendered_by_transformers(self, messages: list[dict[str, str]]) -> str:
+        return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+
+    def _template(self) -> Any:
+        """``apply_chat_template``'s compiled template, to be called without the wrapper's per-call work,
+        where it renders the probes' chats as ``apply_chat_template`` does; else None."""
+        try:
+            from transformers.utils.chat_template_utils import _compile_jinja_template
+            template = _compile_jinja_template(self.tokenizer.get_chat_template())
+        except (ImportError, ValueError):
+            return None
+        self.template, self.template_kwargs = template, dict(self.tokenizer.special_tokens_map)
+        chats = [p["messages"] for p in PROBES if "messages" in p]
+        same = all(self.render(m) == self._rendered_by_transformers(m) for m in chats)
+        return template if same else None
+
+    def encode(self, text: str, specials: bool) -> list[int]:
+        """``tokenizer.encode(text, add_special_tokens=specials)``, from cached pieces where they are on."""
+        if self.pieces is None or not self.pieces.on:
+            return self.encode_whole(text, specials)
+        ids = self.pieces.encode(text)
+        return [*self.head, *ids, *self.tail] if specials else ids
+
+    def encode_whole(self, text: str, specials: bool) -> list[int]:
+        """``tokenizer.encode`` itself."""
+        return list(self.tokenizer.encode(text, add_special_tokens=specials))
+
+    def _pieces(self) -> tuple[PieceEncoder | None, str]:
+        """The piece encoder if this tokenizer's pieces are safe and equal to the whole, and why (not)."""
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is None or not hasattr(backend, "encode_batch_fast"):
+            return None, "off: not a fast tokenizer"
+        if why := unsure_why(backend):
+            return None, f"off: {why}"
+        plain = list(self.tokenizer.encode("x", add_special_tokens=False))
+        wrapped = list(self.tokenizer.encode("x"))
+        at = next((i for i in range(len(wrapped) - len(plain) + 1) if wrapped[i:i + len(plain)] == plain), -1)
+        if not plain or at < 0:
+            return None, "off: the special tokens do not wrap the text"
+        self.head, self.tail = wrapped[:at], wrapped[at + len(plain):]
+        pieces = PieceEncoder(backend, lambda text: self.encode_whole(text, False))
+        probes = [p.get("prompt") or "".join(m["content"] for m in p["messages"]) for p in PROBES]
+        why = pieces.check(probes)
+        return (None, f"off: {why}") if why else (pieces, "on")
 
     @staticmethod
     def _unsure(source: Any) -> str:
@@ -114,4 +199,5 @@ class LocalTokenizer:
         return True
 
     def view(self) -> dict[str, Any]:
-        return {"path": self.path, "verdict": self.verdict, **dict(self.counts)}
+        pieces = self.pieces.view() if self.pieces is not None else {"pieces": self.pieces_verdict}
+        return {"path": self.path, "verdict": self.verdict, **dict(self.counts), **pieces}

@@ -26,7 +26,8 @@ from sglang_fair.links.feedback_hub import ADVERT_PATH
 class ServerInfo:
     """One ``sglang-fair serve`` instance: its base URL, the model it serves, its DP size, and where
     it publishes feedback (``tcp://HOST:PORT``; empty: nowhere) and whether over CURVE; the model's
-    path and whether it serves LoRA adapters (the names a request may give, ``model_names.py``)."""
+    path and whether it serves LoRA adapters (the names a request may give, ``model_names.py``); its
+    tokenizer's path (``--tokenizer auto``)."""
 
     url: str
     model: str
@@ -35,6 +36,7 @@ class ServerInfo:
     feedback_curve: bool = False
     model_path: str = ""
     lora: bool = False
+    tokenizer_path: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,9 +101,10 @@ def server_info(url: str, info: Any) -> ServerInfo:
     if not isinstance(model, str) or not isinstance(dp_size, int) or isinstance(dp_size, bool) or dp_size < 1:
         raise ConfigError(f"{url}/server_info: no served_model_name/model_path and dp_size >= 1 "
                           "(is this an SGLang server?)")
-    path = info.get("model_path")
+    path, tokenizer = info.get("model_path"), info.get("tokenizer_path")
     lora = bool(info.get("enable_lora") or info.get("lora_paths"))
-    return ServerInfo(url, model, dp_size, model_path=path if isinstance(path, str) else "", lora=lora)
+    return ServerInfo(url, model, dp_size, model_path=path if isinstance(path, str) else "", lora=lora,
+                      tokenizer_path=tokenizer if isinstance(tokenizer, str) else "")
 
 
 def with_feedback(server: ServerInfo, advert: Any) -> ServerInfo:

@@ -23,9 +23,10 @@ do not.
    ``--ids-latency`` also ``/generate`` with ``input_ids`` (what the ``/tokenize`` round trip adds).
 Every gateway measured gets the same bodies (chats carry ``"model": "stub"``, which SMG requires):
 this checkout's gateway; with ``--baseline-src DIR`` also the gateway of another checkout (e.g. a
-worktree of the branch before a change), run by this Python; with ``--vs-smg`` also SGLang's Rust
-gateway SMG (``pip install smg==1.13.0``, an optional benchmark dependency; ``--smg PATH``) with
-``--policy cache_aware``. Each in turn alone on core 0; the direct figures are measured once.
+worktree of the branch before a change), run by this Python (with ``--tokenizer``, that one too); with
+``--vs-smg`` also SGLang's Rust gateway SMG (``pip install smg==1.13.0``, an optional benchmark
+dependency; ``--smg PATH``) with ``--policy cache_aware``. Each in turn alone on core 0; the direct
+figures are measured once.
 
 ``--workers 1,2`` measures this checkout's gateway once per process count (``gateway --workers N``)
 instead, nothing pinned (N processes need N cores, which the stub and load generator share on a small

@@ -100,6 +100,9 @@ def gateway_cmds(args: argparse.Namespace, stubs: list[str], port: int
         src = args.baseline_src.resolve()
         env = {**os.environ, "PYTHONPATH": f"{src / 'python'}{os.pathsep}{src / 'router'}"}
         cmds[f"sglang-fair ({args.baseline_name or src.name})"] = (ours, env)
+        if args.tokenizer:
+            cmds[f"sglang-fair ({args.baseline_name or src.name}, --tokenizer)"] = (
+                [*ours, "--tokenizer", str(args.tokenizer)], env)
     cmds["sglang-fair (this checkout)"] = (ours, None)
     if args.tokenizer:
         cmds["sglang-fair (this checkout, --tokenizer)"] = ([*ours, "--tokenizer", str(args.tokenizer)], None)
