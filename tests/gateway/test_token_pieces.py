@@ -1,7 +1,8 @@
 """Encoding a prompt from cached pieces (``gateway/token_pieces.py``) gives exactly the ids of encoding it
 whole, for the byte-level BPEs it admits (GPT-2's, Llama-3's and Qwen's pre-tokenizers, trained here on
 a small corpus), over randomized text; the tokenizers it refuses (Llama-2's legacy SentencePiece, an
-added token that strips whitespace) and cuts anywhere but a safe space break it (the negative controls)."""
+added token that strips whitespace, one that holds a space) and cuts anywhere but a safe space break it
+(the negative controls)."""
 
 from __future__ import annotations
 
@@ -63,7 +64,13 @@ REFUSED: dict[str, Callable[[], Tokenizer]] = {
         None, normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")]),
         decoders.Metaspace()),
     "added token that strips": lambda: stripping(trained(byte_level(regex=True))),
+    "added token with a space": lambda: spaced(trained(byte_level(regex=True))),
 }
+
+
+def spaced(tok: Tokenizer) -> Tokenizer:
+    tok.add_special_tokens([tokenizers.AddedToken("<mask> of", normalized=False)])
+    return tok
 
 
 def stripping(tok: Tokenizer) -> Tokenizer:
@@ -94,7 +101,7 @@ def test_refused_tokenizers_would_differ(name: str) -> None:
     """The negative control: what :func:`unsure_why` refuses, pieces would get wrong."""
     tok = REFUSED[name]()
     assert unsure_why(tok) != ""
-    texts = [random_text(random.Random(i)).replace("<|user|>", "<mask>") for i in range(20)]
+    texts = [random_text(random.Random(i)).replace("<|user|>", "<mask> of") for i in range(20)]
     assert encoder_of(tok, piece_chars=32).check(texts).startswith("pieces differ")
 
 

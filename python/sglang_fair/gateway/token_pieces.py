@@ -9,9 +9,10 @@ alternative that matches a non-space stops before a space, and the one lookahead
 covers whitespace. BPE merges within a pre-token, so the ids of the text are the ids of its pieces, one
 after another (a prefix space, where the pre-tokenizer adds one, goes to the first piece only: the others
 begin with a space). :func:`unsure_why` admits only such tokenizers (no normalizer but NFC, which leaves a
-space and its neighbour alone; no added token that strips or needs a whole word); :meth:`check` then
-compares pieces against the whole on a corpus of awkward text, and :meth:`encode` compares one call in
-``audit_every`` with the whole and turns the pieces off at the first difference (counted, in the log).
+space and its neighbour alone; no added token that strips, needs a whole word or holds a space);
+:meth:`check` then compares pieces against the whole on a corpus of awkward text, and :meth:`encode`
+compares one call in ``audit_every`` with the whole and turns the pieces off at the first difference
+(counted, in the log).
 The pieces of the recent texts are kept in an LRU of ``capacity`` pieces.
 """
 
@@ -44,8 +45,11 @@ def unsure_why(backend: Any) -> str:
     kinds = [step.get("type") for step in steps]
     if not kinds or kinds[-1] != "ByteLevel" or set(kinds[:-1]) - {"Split"}:
         return f"pre-tokenizer {'+'.join(str(k) for k in kinds)}"
-    if any(token.get(flag) for token in spec.get("added_tokens", []) for flag in STRIPPING):
+    added = spec.get("added_tokens", [])
+    if any(token.get(flag) for token in added for flag in STRIPPING):
         return "an added token strips whitespace or needs a whole word"
+    if any(" " in token.get("content", "") for token in added):
+        return "an added token holds a space (a cut could split it)"
     return ""
 
 
