@@ -114,5 +114,5 @@ class ServerTokenizer:
         if self.local is not None and self.local.trusted and isinstance(source, dict):
             ids = self.local.ids(source)
             if ids is not None:
-                return _keys(ids)
+                return ids  # a tokenizer's own ids: vocabulary indices, each a key of the tree
         return await prompt_tokens(source, lambda source: self.tokenize(source, plain))
