@@ -89,9 +89,11 @@ class LocalTokenizer:
         self.path = path
         # SGLang encodes a rendered template without special tokens where encode("") adds some
         self.chat_specials = not self.tokenizer.encode("")
-        self.template_kwargs: dict[str, Any] = {}
-        self.template: Any = None
-        self.template = self._template()
+        self.template_kwargs: dict[str, Any] = dict(self.tokenizer.special_tokens_map)
+        self.template = self._compiled_template()
+        chats = [p["messages"] for p in PROBES if "messages" in p]
+        if any(self.render(m) != self._rendered_by_transformers(m) for m in chats):
+            self.template = None  # renders otherwise than apply_chat_template: use that
         self.head: list[int] = []  # the special tokens ``encode`` puts around a text, where it does
         self.tail: list[int] = []
         self.pieces, self.pieces_verdict = self._pieces()
@@ -120,18 +122,14 @@ class LocalTokenizer:
     def _rendered_by_transformers(self, messages: list[dict[str, str]]) -> str:
         return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
 
-    def _template(self) -> Any:
-        """``apply_chat_template``'s compiled template, to be called without the wrapper's per-call work,
-        where it renders the probes' chats as ``apply_chat_template`` does; else None."""
+    def _compiled_template(self) -> Any:
+        """``apply_chat_template``'s compiled template, to be called without the wrapper's per-call work
+        (None where transformers does not give it)."""
         try:
             from transformers.utils.chat_template_utils import _compile_jinja_template
-            template = _compile_jinja_template(self.tokenizer.get_chat_template())
+            return _compile_jinja_template(self.tokenizer.get_chat_template())
         except (ImportError, ValueError):
             return None
-        self.template, self.template_kwargs = template, dict(self.tokenizer.special_tokens_map)
-        chats = [p["messages"] for p in PROBES if "messages" in p]
-        same = all(self.render(m) == self._rendered_by_transformers(m) for m in chats)
-        return template if same else None
 
     def encode(self, text: str, specials: bool) -> list[int]:
         """``tokenizer.encode(text, add_special_tokens=specials)``, from cached pieces where they are on."""
