@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import random
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -75,6 +77,26 @@ def test_long_chats_with_a_shared_beginning_come_from_cached_pieces(local: Local
     before = local.pieces.counts["pieces cached"]
     assert [local.ids({"messages": m}) for m in chats] == [rendered_by_hand(local, m) for m in chats]
     assert local.pieces.counts["pieces cached"] - before > 3 * len(local.pieces.cuts(shared))
+
+
+def test_gpt2s_real_vocabulary_from_pieces_equals_apply_chat_template(tmp_path: Path) -> None:
+    """scripts/make_gpt2_tokenizer.py (GPT-2's 50,257 tokens, a ChatML template): pieces are on, and plain
+    chats of English text with shared beginnings give apply_chat_template's ids."""
+    out = tmp_path / "gpt2"
+    made = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_gpt2_tokenizer.py"), str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert made.returncode == 0, made.stderr
+    local, rng = LocalTokenizer(str(out)), random.Random(0)
+    assert local.pieces is not None and local.pieces_verdict == "on"
+    words = ["The", "fair", "share", "of", "a", "worker's", "cache,", "isn't", "it?", "3.14", "tokens\n\n",
+             "", "per", "second:", "don't", "wait", "数字", "🙂"]
+    shared = " ".join(rng.choices(words, k=400))
+    for _ in range(20):
+        chat = [{"role": "system", "content": shared[:rng.randint(0, len(shared))]},
+                {"role": "user", "content": " ".join(rng.choices(words, k=rng.randint(1, 80)))}]
+        want = local.tokenizer.apply_chat_template(chat, add_generation_prompt=True)
+        assert local.ids({"messages": chat}) == list(getattr(want, "input_ids", want))
+    assert local.pieces.counts["pieces cached"] > 20 and local.pieces.counts["parts cached"] > 0
 
 
 class FakeServer:

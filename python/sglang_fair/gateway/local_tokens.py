@@ -89,8 +89,10 @@ class LocalTokenizer:
         self.path = path
         # SGLang encodes a rendered template without special tokens where encode("") adds some
         self.chat_specials = not self.tokenizer.encode("")
-        self.template_kwargs: dict[str, Any] = dict(self.tokenizer.special_tokens_map)
         self.template = self._compiled_template()
+        self.template_vars: dict[str, Any] = {  # what apply_chat_template passes it, globals first
+            **(self.template.globals if self.template is not None else {}), "tools": None,
+            "documents": None, "add_generation_prompt": True, **self.tokenizer.special_tokens_map}
         chats = [p["messages"] for p in PROBES if "messages" in p]
         if any(self.render(m) != self._rendered_by_transformers(m) for m in chats):
             self.template = None  # renders otherwise than apply_chat_template: use that
@@ -114,9 +116,9 @@ class LocalTokenizer:
 
     def render(self, messages: list[dict[str, str]]) -> str:
         """The chat's prompt text, as ``apply_chat_template(..., add_generation_prompt=True)`` renders it."""
-        if self.template is not None:
-            return str(self.template.render(messages=messages, tools=None, documents=None,
-                                            add_generation_prompt=True, **self.template_kwargs))
+        if self.template is not None:  # Template.render without its per-call merge of the globals
+            context = self.template.new_context({**self.template_vars, "messages": messages}, shared=True)
+            return "".join(self.template.root_render_func(context))
         return self._rendered_by_transformers(messages)
 
     def _rendered_by_transformers(self, messages: list[dict[str, str]]) -> str:

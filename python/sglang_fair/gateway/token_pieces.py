@@ -10,10 +10,12 @@ covers whitespace. BPE merges within a pre-token, so the ids of the text are the
 after another (a prefix space, where the pre-tokenizer adds one, goes to the first piece only: the others
 begin with a space). :func:`unsure_why` admits only such tokenizers (no normalizer but NFC, which leaves a
 space and its neighbour alone; no added token that strips, needs a whole word or holds a space);
-:meth:`check` then compares pieces against the whole on a corpus of awkward text, and :meth:`encode`
-compares one call in ``audit_every`` with the whole and turns the pieces off at the first difference
-(counted, in the log).
-The pieces of the recent texts are kept in an LRU of ``capacity`` pieces.
+:meth:`check` then compares pieces against the whole on a corpus of awkward text, and in one call of
+:meth:`encode` in ``audit_every`` two neighbouring pieces (a different pair each time) are encoded whole
+and compared with their ids from pieces; the pieces turn off at the first difference (counted, in the
+log). A piece not in the cache is cut again, ``FINER`` times finer, and only its parts not in the cache
+are encoded: a prompt that parts from an earlier one inside a piece pays for little more than its new
+text. The pieces and parts of the recent texts are kept in one LRU of ``capacity`` entries.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from typing import Any
 logger = logging.getLogger("sglang_fair.gateway")
 
 PIECE_CHARS = 128
+FINER = 4
 CAPACITY = 16384
 AUDIT_EVERY = 64
 SAFE_NORMALIZERS = (None, "NFC")
@@ -68,25 +71,26 @@ class PieceEncoder:
         if not self.on:
             return self.whole(text)
         self.counts["texts"] += 1
-        ids = self._from_pieces(text)
-        if self.counts["texts"] % self.audit_every == 0 and (want := self.whole(text)) != ids:
-            self._off(text, ids, want)
-            return want
+        pieces = self.cuts(text)
+        ids = self._ids(pieces)
+        if self.counts["texts"] % self.audit_every == 0 and (why := self._audit(pieces)):
+            self._off(*why)
+            return self.whole(text)
         return ids
 
     def check(self, texts: list[str]) -> str:
         """Compare pieces with the whole on ``texts`` and the built-in corpus: '' if equal, else why not
         (and the pieces are off)."""
         for text in [*texts, *awkward_texts()]:
-            if (ids := self._from_pieces(text)) != (want := self.whole(text)):
+            if (ids := self._ids(self.cuts(text))) != (want := self.whole(text)):
                 return self._off(text, ids, want)
         self.cache.clear()
         self.counts.clear()
         return ""
 
-    def cuts(self, text: str) -> list[str]:
-        """``text`` cut at its safe spaces, about ``piece_chars`` apart."""
-        pieces, start, size = [], 0, self.piece_chars
+    def cuts(self, text: str, size: int = 0) -> list[str]:
+        """``text`` cut at its safe spaces, about ``size`` (default ``piece_chars``) apart."""
+        pieces, start, size = [], 0, size or self.piece_chars
         while len(text) - start > size:
             cut = text.find(" ", start + size)
             while cut > 0 and text[cut - 1].isspace():
@@ -98,26 +102,45 @@ class PieceEncoder:
         pieces.append(text[start:])
         return pieces
 
-    def _from_pieces(self, text: str) -> list[int]:
-        pieces = self.cuts(text)
+    def _ids(self, pieces: list[str]) -> list[int]:
+        return self._joined(pieces, self._finer, "pieces cached")
+
+    def _joined(self, pieces: list[str], encode: Callable[[list[str]], list[list[int]]],
+                hits: str) -> list[int]:
+        """The ids of ``pieces`` one after another: cached (counted in ``hits``), or ``encode``-d and
+        cached."""
         found = [self.cache.get(piece) for piece in pieces]
         missing = [piece for piece, ids in zip(pieces, found, strict=True) if ids is None]
-        fresh: dict[str, list[int]] = {}
-        if missing:
-            fresh = dict(zip(missing, (e.ids for e in self.backend.encode_batch_fast(
-                missing, add_special_tokens=False)), strict=True))
+        fresh = dict(zip(missing, encode(missing), strict=True)) if missing else {}
         ids: list[int] = []
         for piece, hit in zip(pieces, found, strict=True):
             if hit is None:
                 hit = self.cache[piece] = fresh[piece]
-                self.counts["pieces encoded"] += 1
             else:
                 self.cache.move_to_end(piece)
-                self.counts["pieces cached"] += 1
+                self.counts[hits] += 1
             ids += hit
         while len(self.cache) > self.capacity:
             self.cache.popitem(last=False)
         return ids
+
+    def _finer(self, pieces: list[str]) -> list[list[int]]:
+        """The ids of pieces not cached, from parts ``FINER`` times shorter (what they share with earlier
+        text is in the cache: only the new part is encoded)."""
+        return [self._joined(self.cuts(piece, self.piece_chars // FINER), self._encoded, "parts cached")
+                for piece in pieces]
+
+    def _encoded(self, pieces: list[str]) -> list[list[int]]:
+        self.counts["pieces encoded"] += len(pieces)
+        return [e.ids for e in self.backend.encode_batch_fast(pieces, add_special_tokens=False)]
+
+    def _audit(self, pieces: list[str]) -> tuple[str, list[int], list[int]] | None:
+        """Two neighbouring pieces (a different pair each time) from the cache against the two encoded
+        whole: where they differ, their text, the ids from pieces and the whole's."""
+        at = (self.counts["texts"] // self.audit_every) % max(1, len(pieces) - 1)
+        pair = pieces[at:at + 2]
+        ids = self._ids(pair)
+        return None if (want := self.whole("".join(pair))) == ids else ("".join(pair), ids, want)
 
     def _off(self, text: str, ids: list[int], want: list[int]) -> str:
         pairs = enumerate(zip(ids, want, strict=False))

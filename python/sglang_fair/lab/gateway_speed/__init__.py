@@ -2,7 +2,8 @@
 where its CPU time goes, against stub servers that answer at once (no SGLang, no model).
 
     sglang-fair lab gateway-speed [--seconds 10] [--concurrency 64] [--rates 20,100] [--ids-latency]
-        [--profile] [--vs-smg] [--baseline-src DIR] [--workers 1,2] [--json results/speed_gateway.json]
+        [--prompts codes|prose] [--profile] [--vs-smg] [--baseline-src DIR] [--workers 1,2]
+        [--json results/speed_gateway.json]
 
 One stub process (an asyncio protocol with httptools and orjson, ``stub.py``; two ports: the gateway
 sees two servers of one worker each) answers ``/server_info``, ``/health``, ``/tokenize`` (one id per
@@ -13,8 +14,8 @@ more with ``--tokenizer DIR`` (tokenizing in the gateway, no round trip). The ga
 ``fair_cache_aware``) runs in its own process; on a machine with two or more cores it is pinned to
 core 0 and the stub and this load generator to core 1. Requests are non-streamed chat completions of
 a ~200-word prompt (one of 16 shared 180-word prefixes plus a question: the policy's tree has work to
-do), which cost the gateway a ``/tokenize`` round trip, and ``/generate`` with ``input_ids``, which
-do not.
+do; ``--prompts prose`` makes the prefixes English words instead of codes), which cost the gateway a
+``/tokenize`` round trip, and ``/generate`` with ``input_ids``, which do not.
 
 1. Saturation: ``--concurrency`` requests kept in flight for ``--seconds``, through the gateway and
    directly to the stub (the stub and load generator's own ceiling); requests/s.
@@ -111,8 +112,12 @@ def main() -> int:
                         help="also measure the gateway of this checkout (its python/ and router/)")
     parser.add_argument("--baseline-name", help="its name in the table (default: the folder's name)")
     parser.add_argument("--tokenizer", type=Path,
-                        help="a model directory (scripts/make_tiny_model.py): the stub's /tokenize uses its "
+                        help="a model or tokenizer directory (scripts/make_tiny_model.py, "
+                             "scripts/make_gpt2_tokenizer.py): the stub's /tokenize uses its "
                              "tokenizer; the gateway is also measured with --tokenizer (no /tokenize call)")
+    parser.add_argument("--prompts", choices=["codes", "prose"], default="codes",
+                        help="the chats' shared prefixes: made-up codes (w0x1 w0x2 ...) or English words "
+                             "(about 5 characters a token in GPT-2's vocabulary)")
     parser.add_argument("--workers", default="",
                         help="comma-separated process counts (e.g. 1,2): measure this checkout's gateway "
                              "with --workers N for each, side by side, nothing pinned (instead of the "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import random
 import subprocess
 import sys
 import time
@@ -25,15 +26,22 @@ from sglang_fair.harness.proc_stats import busy_cores, pin, rss_mib, tree
 from sglang_fair.lab.gateway_speed.pyspy import profile
 from sglang_fair.metrics import percentile
 
-PREFIXES = [" ".join(f"w{p}x{i}" for i in range(180)) for p in range(16)]
+PROSE = ("the a of to and in that is for it with as on be by this are from at or an not we which "
+               "have will can all their has more one been would other they when there about into time "
+               "each new first may these only than some two also like any after most over such work "
+               "between through system request prefix cache worker client share fair queue model token "
+               "server memory answer question service")
+PREFIXES = {  # 16 shared 180-word prefixes: codes (w0x1 ...: 1-1.7 characters a token) or English words
+    "codes": [" ".join(f"w{p}x{i}" for i in range(180)) for p in range(16)],
+    "prose": [" ".join(random.Random(p).choices(PROSE.split(), k=180)) for p in range(16)]}
 STUB = "sglang_fair.lab.gateway_speed.stub"  # run as ``python -m``
 OPEN_LOOP_KEYS = {"chat": "open_loop_ms", "ids": "open_loop_ms_ids"}  # the figures' keys, per request kind
 
 
-def request_of(kind: str, i: int) -> Request:
+def request_of(kind: str, i: int, prompts: str = "codes") -> Request:
     """The i-th request of ``kind`` (chat: text to tokenize; ids: /generate with input_ids), as one of
-    8 clients."""
-    prefix = PREFIXES[i % len(PREFIXES)]
+    8 clients, its prefix one of ``PREFIXES[prompts]``."""
+    prefix = PREFIXES[prompts][i % len(PREFIXES[prompts])]
     headers = {"X-Client-Id": f"c{i % 8}"}
     if kind == "chat":
         message = {"role": "user", "content": f"{prefix} question {i} ok"}
@@ -43,7 +51,8 @@ def request_of(kind: str, i: int) -> Request:
 
 
 def run_saturate(url: str, kind: str, args: argparse.Namespace) -> float:
-    return run(lambda: saturate(url, functools.partial(request_of, kind), args.concurrency, args.seconds))
+    requests = functools.partial(request_of, kind, prompts=args.prompts)
+    return run(lambda: saturate(url, requests, args.concurrency, args.seconds))
 
 
 def start(cmd: list[str], log: Path, url: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
@@ -128,9 +137,10 @@ def measure_gateway(args: argparse.Namespace, url: str, direct: str, parts: dict
     for kind in ("chat", "ids") if args.ids_latency else ("chat",):
         key = OPEN_LOOP_KEYS[kind]
         out[key] = {}
+        requests = functools.partial(request_of, kind, prompts=args.prompts)
         for rate in args.rates:
-            lat = run(functools.partial(open_loop, {"direct": direct, "gateway": url},
-                                        functools.partial(request_of, kind), rate, args.seconds))
+            lat = run(functools.partial(open_loop, {"direct": direct, "gateway": url}, requests, rate,
+                                        args.seconds))
             row = {name: {"n": len(v), "p50": round(percentile(v, 50, nearest_rank=True) * 1e3, 2),
                           "p99": round(percentile(v, 99, nearest_rank=True) * 1e3, 2)}
                    for name, v in lat.items()}
@@ -156,7 +166,7 @@ def measure(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     gw_url = f"http://127.0.0.1:{ports[2]}"
     result: dict[str, Any] = {"cores": os.cpu_count(), "load_avg_1m_before": os.getloadavg()[0],
                               "seconds": args.seconds, "concurrency": args.concurrency, "pinned": pinned,
-                              "gateways": {}}
+                              "prompts": args.prompts, "gateways": {}}
     parts = {"stub": stub.pid, "load generator": os.getpid()}
     try:
         for kind in ("chat", "ids"):
