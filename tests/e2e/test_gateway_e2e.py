@@ -22,6 +22,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -122,14 +123,17 @@ def test_chat_and_generate_through_the_gateway(cluster: dict[str, Any]) -> None:
 
 
 def test_requests_reach_every_worker_of_both_servers_as_their_client(cluster: dict[str, Any]) -> None:
-    for i in range(6):
-        body = {"text": f"{i} distinct prompt number {i} " * 3, "sampling_params": {"max_new_tokens": 2}}
-        status, raw = post(cluster["gateway"] + "/generate", body, KEY)
-        assert status == 200, raw
+    """Six distinct prompts sent together (one at a time, a client goes back to its last worker while
+    it has credit there: how long that lasts is the quantum, a time)."""
+    bodies = [{"text": f"{i} distinct prompt number {i} " * 3, "sampling_params": {"max_new_tokens": 8}}
+              for i in range(6)]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        answers = list(pool.map(lambda body: post(cluster["gateway"] + "/generate", body, KEY), bodies))
+    assert all(status == 200 for status, _ in answers), answers
     state = get_json(cluster["gateway"] + "/gateway/state")
     assert [(w["server"], w["rank"]) for w in state["workers"]] == [
         (cluster["a"], 0), (cluster["a"], 1), (cluster["b"], 0)]
-    assert all(w["routed"] >= 1 and w["queue"] == 0 for w in state["workers"]), state
+    assert all(w["routed"] >= 1 and w["queue"] == 0 for w in state["workers"]), state["workers"]
     for server in ("a", "b"):
         clients = get_json(cluster[server] + "/fairness")["clients"]
         assert clients.get("alice", {}).get("requests", 0) >= 1, (server, clients)
