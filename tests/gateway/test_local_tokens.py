@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 import random
 import subprocess
 import sys
@@ -15,6 +16,8 @@ from typing import Any
 import pytest
 
 pytest.importorskip("transformers")
+from transformers import AutoTokenizer
+
 from sglang_fair.gateway.local_tokens import PROBES, LocalTokenizer, local_tokenizer
 from sglang_fair.gateway.prompt import CHAT, ServerTokenizer, token_source
 from sglang_fair.gateway.servers import ServerInfo, server_info
@@ -86,7 +89,7 @@ def test_gpt2s_real_vocabulary_from_pieces_equals_apply_chat_template(tmp_path: 
     made = subprocess.run([sys.executable, str(ROOT / "scripts" / "make_gpt2_tokenizer.py"), str(out)],
                           capture_output=True, text=True, timeout=120)
     assert made.returncode == 0, made.stderr
-    local, rng = LocalTokenizer(str(out)), random.Random(0)
+    local, hf, rng = LocalTokenizer(str(out)), AutoTokenizer.from_pretrained(out), random.Random(0)
     assert local.pieces is not None and local.pieces_verdict == "on"
     words = ["The", "fair", "share", "of", "a", "worker's", "cache,", "isn't", "it?", "3.14", "tokens\n\n",
              "", "per", "second:", "don't", "wait", "数字", "🙂"]
@@ -94,9 +97,53 @@ def test_gpt2s_real_vocabulary_from_pieces_equals_apply_chat_template(tmp_path: 
     for _ in range(20):
         chat = [{"role": "system", "content": shared[:rng.randint(0, len(shared))]},
                 {"role": "user", "content": " ".join(rng.choices(words, k=rng.randint(1, 80)))}]
-        want = local.tokenizer.apply_chat_template(chat, add_generation_prompt=True)
+        want = hf.apply_chat_template(chat, add_generation_prompt=True)
         assert local.ids({"messages": chat}) == list(getattr(want, "input_ids", want))
     assert local.pieces.counts["pieces cached"] > 20 and local.pieces.counts["parts cached"] > 0
+
+
+TEMPLATES = {  # features of real models' templates, each rendered here as transformers renders it
+    "blocks": "{% for m in messages %}\n  {% if m.role == 'system' %}<<{{ m.content }}>>\n{% else %}"
+              "[{{ m.role }}] {{ m.content | trim }}{{ eos_token }}\n{% endif %}\n{% endfor %}"
+              "{% if add_generation_prompt %}[assistant]{% endif %}",
+    "tojson": "{{ bos_token }}{% for m in messages %}{{ m | tojson }}{% endfor %}",
+    "generation": "{% for m in messages %}{% if m.role == 'assistant' %}{% generation %}A: {{ m.content }}"
+                  "{% endgeneration %}{% else %}U: {{ m.content }}{% endif %}{% endfor %}",
+    "raises": "{% if messages[0].role != 'user' %}{{ raise_exception('user first') }}{% endif %}"
+              "{% for m in messages %}{{ m.content }}{% break %}{% endfor %}",
+}
+
+
+@pytest.mark.parametrize("name", sorted(TEMPLATES))
+def test_templates_render_as_transformers_renders_them(name: str, local: LocalTokenizer,
+                                                       tmp_path: Path) -> None:
+    hf = AutoTokenizer.from_pretrained(local.path)
+    hf.chat_template = TEMPLATES[name]
+    hf.save_pretrained(tmp_path)
+    mine, rng = LocalTokenizer(str(tmp_path)), random.Random(4)
+    words = ["fair", " share ", "\n", "<b>&", "数字", "\"quoted\"", "🙂"]
+    for _ in range(30):
+        chat = [{"role": rng.choice(["user", "system", "assistant"]),
+                 "content": "".join(rng.choices(words, k=rng.randint(0, 6)))}
+                for _ in range(rng.randint(1, 4))]
+        try:
+            want = hf.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        except Exception as err:  # a template's raise_exception: it must raise here too
+            with pytest.raises(type(err)):
+                mine.render(chat)
+            continue
+        assert mine.render(chat) == want
+
+
+def test_the_gateway_tokenizes_without_importing_transformers_or_torch(local: LocalTokenizer) -> None:
+    code = ("import sys; from sglang_fair.gateway.local_tokens import LocalTokenizer; "
+            f"t = LocalTokenizer({local.path!r}); "
+            "t.ids({'messages': [{'role': 'user', 'content': 'hi'}]}); "
+            "print(sorted(m for m in ('transformers', 'torch') if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "PYTHONPATH": str(ROOT / "python")})
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]"
 
 
 class FakeServer:

@@ -1,8 +1,9 @@
 """The prompt's token ids in the gateway itself, without the ``/tokenize`` round trip, where it is sure
 (``--tokenizer PATH``: the servers' model or tokenizer directory, readable here).
 
-:class:`LocalTokenizer` loads the tokenizer and its chat template with ``transformers`` (the
-``gateway-tokenizer`` extra; SGLang's own loader) and gives ids only for the request shapes whose
+:class:`LocalTokenizer` loads the tokenizer and its chat template with ``tokenizers`` and ``jinja2``
+(the ``gateway-tokenizer`` extra; :mod:`.tokenizer_files`: the files SGLang's loader, ``transformers``,
+reads, without importing it and torch) and gives ids only for the request shapes whose
 rendering it mirrors from SGLang 0.5.23 (``serving_chat._apply_jinja_template``, default path): a
 prompt string (``tokenizer.encode``, as ``/tokenize`` encodes one), and a chat whose messages are only
 ``role`` (system, user, assistant; not last) and string ``content``, with no field that changes the
@@ -32,6 +33,7 @@ from typing import Any
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.gateway.servers import ServerInfo
 from sglang_fair.gateway.token_pieces import PieceEncoder, unsure_why
+from sglang_fair.gateway.tokenizer_files import TokenizerFiles, compiled
 
 logger = logging.getLogger("sglang_fair.gateway")
 AUTO = "auto"
@@ -77,15 +79,7 @@ class LocalTokenizer:
     """A tokenizer and chat template loaded from ``path``; :meth:`ids` of the shapes it is sure of."""
 
     def __init__(self, path: str) -> None:
-        try:
-            from transformers import AutoTokenizer
-        except ImportError as err:
-            raise ConfigError(f"--tokenizer needs transformers ({err}): pip install "
-                              "'sglang-fair[gateway-tokenizer]'") from None
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(path)
-        except (OSError, ValueError) as err:
-            raise ConfigError(f"--tokenizer {path}: no tokenizer there ({err})") from None
+        self.tokenizer = TokenizerFiles(path)
         self.path = path
         # SGLang encodes a rendered template without special tokens where encode("") adds some
         self.chat_specials = not self.tokenizer.encode("")
@@ -93,9 +87,6 @@ class LocalTokenizer:
         self.template_vars: dict[str, Any] = {  # what apply_chat_template passes it, globals first
             **(self.template.globals if self.template is not None else {}), "tools": None,
             "documents": None, "add_generation_prompt": True, **self.tokenizer.special_tokens_map}
-        chats = [p["messages"] for p in PROBES if "messages" in p]
-        if any(self.render(m) != self._rendered_by_transformers(m) for m in chats):
-            self.template = None  # renders otherwise than apply_chat_template: use that
         self.head: list[int] = []  # the special tokens ``encode`` puts around a text, where it does
         self.tail: list[int] = []
         self.pieces, self.pieces_verdict = self._pieces()
@@ -115,22 +106,20 @@ class LocalTokenizer:
         return self.encode(self.render(source["messages"]), self.chat_specials)
 
     def render(self, messages: list[dict[str, str]]) -> str:
-        """The chat's prompt text, as ``apply_chat_template(..., add_generation_prompt=True)`` renders it."""
-        if self.template is not None:  # Template.render without its per-call merge of the globals
-            context = self.template.new_context({**self.template_vars, "messages": messages}, shared=True)
-            return "".join(self.template.root_render_func(context))
-        return self._rendered_by_transformers(messages)
-
-    def _rendered_by_transformers(self, messages: list[dict[str, str]]) -> str:
-        return str(self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+        """The chat's prompt text, as ``apply_chat_template(..., add_generation_prompt=True)`` renders it
+        (``Template.render`` without its per-call merge of the globals)."""
+        context = self.template.new_context({**self.template_vars, "messages": messages}, shared=True)
+        return "".join(self.template.root_render_func(context))
 
     def _compiled_template(self) -> Any:
-        """``apply_chat_template``'s compiled template, to be called without the wrapper's per-call work
-        (None where transformers does not give it)."""
+        """The chat template compiled (None where there is none or it does not compile: chats are then
+        left to ``/tokenize``)."""
+        if not self.tokenizer.chat_template:
+            return None
         try:
-            from transformers.utils.chat_template_utils import _compile_jinja_template
-            return _compile_jinja_template(self.tokenizer.get_chat_template())
-        except (ImportError, ValueError):
+            return compiled(self.tokenizer.chat_template)
+        except Exception as err:  # jinja2's TemplateSyntaxError, or an extension it does not know
+            logger.warning("gateway: local tokenizer: the chat template does not compile here (%s)", err)
             return None
 
     def encode(self, text: str, specials: bool) -> list[int]:
@@ -146,9 +135,7 @@ class LocalTokenizer:
 
     def _pieces(self) -> tuple[PieceEncoder | None, str]:
         """The piece encoder if this tokenizer's pieces are safe and equal to the whole, and why (not)."""
-        backend = getattr(self.tokenizer, "backend_tokenizer", None)
-        if backend is None or not hasattr(backend, "encode_batch_fast"):
-            return None, "off: not a fast tokenizer"
+        backend = self.tokenizer.backend
         if why := unsure_why(backend):
             return None, f"off: {why}"
         plain = list(self.tokenizer.encode("x", add_special_tokens=False))
@@ -162,13 +149,14 @@ class LocalTokenizer:
         why = pieces.check(probes)
         return (None, f"off: {why}") if why else (pieces, "on")
 
-    @staticmethod
-    def _unsure(source: Any) -> str:
+    def _unsure(self, source: Any) -> str:
         """Why ``source`` is not a shape rendered here ('' if it is)."""
         if not isinstance(source, dict):
             return "not a body"
         if "prompt" in source:
             return "" if set(source) == {"prompt"} and isinstance(source["prompt"], str) else "prompt shape"
+        if self.template is None:
+            return "no chat template"
         if extra := set(source) - CHAT_FIELDS:
             return f"field {min(extra)}"
         messages = source.get("messages")
