@@ -131,15 +131,15 @@ class LocalTokenizer:
 
     def encode_whole(self, text: str, specials: bool) -> list[int]:
         """``tokenizer.encode`` itself."""
-        return list(self.tokenizer.encode(text, add_special_tokens=specials))
+        return self.tokenizer.encode(text, add_special_tokens=specials)
 
     def _pieces(self) -> tuple[PieceEncoder | None, str]:
         """The piece encoder if this tokenizer's pieces are safe and equal to the whole, and why (not)."""
         backend = self.tokenizer.backend
         if why := unsure_why(backend):
             return None, f"off: {why}"
-        plain = list(self.tokenizer.encode("x", add_special_tokens=False))
-        wrapped = list(self.tokenizer.encode("x"))
+        plain = self.tokenizer.encode("x", add_special_tokens=False)
+        wrapped = self.tokenizer.encode("x")
         at = next((i for i in range(len(wrapped) - len(plain) + 1) if wrapped[i:i + len(plain)] == plain), -1)
         if not plain or at < 0:
             return None, "off: the special tokens do not wrap the text"

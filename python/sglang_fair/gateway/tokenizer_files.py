@@ -1,7 +1,7 @@
 """A model directory's tokenizer and chat template, loaded with ``tokenizers`` and ``jinja2`` alone.
 
 ``transformers`` (what SGLang loads them with) imports torch: a gateway that imported it grew from about
-73 to 485 MiB. :class:`TokenizerFiles` reads the same files as ``transformers`` 5.19 does for a fast
+73 to 485-548 MiB. :class:`TokenizerFiles` reads the same files as ``transformers`` 5.19 does for a fast
 tokenizer: ``tokenizer.json`` (the ``tokenizers`` object that encodes, special tokens and all, by its
 post-processor), ``tokenizer_config.json`` (the special tokens a template may name) and the chat template
 (``chat_template.jinja``, else ``tokenizer_config.json``'s ``chat_template``, a string or the entry named

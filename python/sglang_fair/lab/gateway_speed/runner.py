@@ -27,10 +27,10 @@ from sglang_fair.lab.gateway_speed.pyspy import profile
 from sglang_fair.metrics import percentile
 
 PROSE = ("the a of to and in that is for it with as on be by this are from at or an not we which "
-               "have will can all their has more one been would other they when there about into time "
-               "each new first may these only than some two also like any after most over such work "
-               "between through system request prefix cache worker client share fair queue model token "
-               "server memory answer question service")
+         "have will can all their has more one been would other they when there about into time "
+         "each new first may these only than some two also like any after most over such work "
+         "between through system request prefix cache worker client share fair queue model token "
+         "server memory answer question service")
 PREFIXES = {  # 16 shared 180-word prefixes: codes (w0x1 ...: 1-1.7 characters a token) or English words
     "codes": [" ".join(f"w{p}x{i}" for i in range(180)) for p in range(16)],
     "prose": [" ".join(random.Random(p).choices(PROSE.split(), k=180)) for p in range(16)]}
