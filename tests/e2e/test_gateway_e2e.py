@@ -10,7 +10,8 @@ flight with 503 within the heartbeat timeout, and B is taken back after SIGCONT.
 replica shares what the first routes: it hears its dispatches (a prefix routed by one is routed to the
 same worker by the other), and when the first is killed with requests in flight, the second releases
 them and serves the client retried there. The second tokenizes plain chats and prompts itself
-(``--tokenizer``): its ids equal the servers' ``/tokenize`` on a corpus, the rest is asked and counted.
+(``--tokenizer DIR``; the first finds the same directory by default, ``auto``): its ids equal the
+servers' ``/tokenize`` on a corpus, the rest is asked and counted.
 """
 
 from __future__ import annotations
@@ -246,6 +247,8 @@ def test_the_gateways_own_tokens_are_the_servers_on_a_corpus(cluster: dict[str, 
     assert status == 200
     tokens = get_json(two + "/gateway/state")["local_tokenizer"]
     assert tokens["verdict"].startswith("on:") and tokens["local"] >= 1 and tokens["asked: field tools"] >= 1
+    found = get_json(cluster["gateway"] + "/gateway/state")["local_tokenizer"]  # no flag: auto
+    assert found["path"] == str(tiny_model) and found["verdict"].startswith("on:"), found
 
 
 def test_a_second_gateway_hears_the_firsts_dispatches_and_routes_a_prefix_alike(

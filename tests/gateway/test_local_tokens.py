@@ -201,4 +201,39 @@ def test_auto_takes_the_servers_tokenizer_where_it_is_a_directory_here(
     assert found is not None and found.path == local.path
     elsewhere = server_info("http://s", {"model_path": "org/model", "dp_size": 1})
     assert local_tokenizer("auto", [elsewhere]) is None and "not a directory here" in caplog.text
-    assert local_tokenizer("", [info]) is None
+    assert local_tokenizer("none", [info]) is None and local_tokenizer("", [info]) is None
+
+
+def test_auto_is_the_default_and_a_directory_without_a_fast_tokenizer_falls_back(
+        local: LocalTokenizer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from sglang_fair.core.errors import ConfigError
+    from sglang_fair.gateway.config import GatewayConfig
+
+    assert GatewayConfig(worker_urls="http://127.0.0.1:1").tokenizer == "auto"
+    slow_only = server_info("http://s", {"model_path": str(tmp_path), "dp_size": 1})  # no tokenizer.json
+    assert local_tokenizer("auto", [slow_only]) is None and "no tokenizer.json" in caplog.text
+    with pytest.raises(ConfigError, match=r"no tokenizer\.json"):  # named: an error, not a log line
+        local_tokenizer(str(tmp_path), [slow_only])
+
+
+def test_auto_finds_a_hub_model_in_this_machines_hugging_face_cache(
+        local: LocalTokenizer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from sglang_fair.gateway.tokenizer_files import hub_snapshot
+
+    repo = tmp_path / "hub" / "models--org--model"
+    for revision in ("0ld", "c0ffee"):  # refs/main names the snapshot SGLang's download used
+        shutil.copytree(local.path, repo / "snapshots" / revision)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("c0ffee")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    found = local_tokenizer("auto", [server_info("http://s", {"model_path": "org/model", "dp_size": 1})])
+    assert found is not None and found.path == str(repo / "snapshots" / "c0ffee")
+    (repo / "refs" / "main").unlink()  # no ref: two snapshots are ambiguous, one is not
+    assert hub_snapshot("org/model") == ""
+    shutil.rmtree(repo / "snapshots" / "0ld")
+    assert hub_snapshot("org/model") == str(repo / "snapshots" / "c0ffee")
+    assert hub_snapshot("org/other") == "" and hub_snapshot("../../etc") == ""
+    assert hub_snapshot("org/model", {"HF_HUB_CACHE": str(tmp_path / "elsewhere")}) == ""

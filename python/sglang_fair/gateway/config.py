@@ -89,12 +89,12 @@ class GatewayConfig:
     stall_timeout: float = field(default=60.0, metadata={
         "help": "seconds a worker's loop may stand still with requests in flight before its server is "
                 "taken out (longer than the longest model step)"})
-    tokenizer: str = field(default="", metadata={
-        "help": "the servers' tokenizer (model or tokenizer directory, readable here; 'auto': the one "
-                "the servers' /server_info names, where it is a directory here): prompts and plain "
-                "chats are tokenized in the gateway, not by a /tokenize call to a server, once start-up "
-                "probes gave the server's ids (needs the gateway-tokenizer extra; default: every "
-                "prompt is tokenized by a server)"})
+    tokenizer: str = field(default="auto", metadata={
+        "help": "the servers' tokenizer, so that prompts and plain chats are tokenized in the gateway, not "
+                "by a /tokenize call to a server, once start-up probes gave the server's ids: 'auto' the "
+                "directory the servers' /server_info names, where it is one here (else a log line and "
+                "/tokenize); a model or tokenizer directory readable here; 'none': every prompt is "
+                "tokenized by a server"})
     router: RouterConfig = field(default_factory=RouterConfig)
     peer: PeerConfig = field(default_factory=PeerConfig)
     ext_proc: ExtProcConfig = field(default_factory=ExtProcConfig)

@@ -1,8 +1,9 @@
 """The prompt's token ids in the gateway itself, without the ``/tokenize`` round trip, where it is sure
-(``--tokenizer PATH``: the servers' model or tokenizer directory, readable here).
+(``--tokenizer``, by default ``auto``: the servers' model or tokenizer directory, where it is readable
+here).
 
 :class:`LocalTokenizer` loads the tokenizer and its chat template with ``tokenizers`` and ``jinja2``
-(the ``gateway-tokenizer`` extra; :mod:`.tokenizer_files`: the files SGLang's loader, ``transformers``,
+(the ``gateway`` extra; :mod:`.tokenizer_files`: the files SGLang's loader, ``transformers``,
 reads, without importing it and torch) and gives ids only for the request shapes whose
 rendering it mirrors from SGLang 0.5.23 (``serving_chat._apply_jinja_template``, default path): a
 prompt string (``tokenizer.encode``, as ``/tokenize`` encodes one), and a chat whose messages are only
@@ -33,10 +34,10 @@ from typing import Any
 from sglang_fair.core.errors import ConfigError
 from sglang_fair.gateway.servers import ServerInfo
 from sglang_fair.gateway.token_pieces import PieceEncoder, unsure_why
-from sglang_fair.gateway.tokenizer_files import TokenizerFiles, compiled
+from sglang_fair.gateway.tokenizer_files import TokenizerFiles, compiled, hub_snapshot
 
 logger = logging.getLogger("sglang_fair.gateway")
-AUTO = "auto"
+AUTO, NONE = "auto", "none"
 
 CHAT_FIELDS = frozenset({  # a chat's fields that do not change its prompt's rendering in SGLang 0.5.23
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "min_p",
@@ -57,16 +58,21 @@ PROBES: tuple[dict[str, Any], ...] = (
 
 
 def local_tokenizer(setting: str, servers: Sequence[ServerInfo]) -> LocalTokenizer | None:
-    """The gateway's tokenizer for ``--tokenizer setting``: none (''), the directory named, or with
-    ``auto`` the first server's tokenizer (``/server_info``'s ``tokenizer_path``, else ``model_path``)
-    where that is a directory here and loads; else none, said in the log (every prompt to ``/tokenize``)."""
+    """The gateway's tokenizer for ``--tokenizer setting``: none (``none``), the directory named, or with
+    ``auto`` (the default) the first server's tokenizer (``/server_info``'s ``tokenizer_path``, else
+    ``model_path``) where that is a directory here, or a hub model in this machine's Hugging Face
+    cache, and loads; else none, said in the log (every prompt to ``/tokenize``)."""
+    if setting in (NONE, ""):
+        return None
     if setting != AUTO:
-        return LocalTokenizer(setting) if setting else None
+        return LocalTokenizer(setting)
     server = servers[0]
-    path = server.tokenizer_path or server.model_path
-    if not os.path.isdir(path):
-        logger.warning("gateway: --tokenizer auto: %r (%s/server_info) is not a directory here; every "
-                       "prompt is tokenized by a server", path, server.url)
+    named = server.tokenizer_path or server.model_path
+    path = named if os.path.isdir(named) else hub_snapshot(named)
+    if not path:
+        logger.warning("gateway: --tokenizer auto: %r (%s/server_info) is not a directory here nor in "
+                       "this machine's Hugging Face cache, so every prompt is tokenized by a server (give "
+                       "--tokenizer DIR to tokenize here)", named, server.url)
         return None
     try:
         return LocalTokenizer(path)

@@ -13,6 +13,8 @@ only once its start-up probes equal a server's ``/tokenize`` (:meth:`LocalTokeni
 from __future__ import annotations
 
 import json
+import os
+import re
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,7 +33,7 @@ class TokenizerFiles:
             from tokenizers import Tokenizer
         except ImportError as err:
             raise ConfigError(f"--tokenizer needs tokenizers ({err}): pip install "
-                              "'sglang-fair[gateway-tokenizer]'") from None
+                              "'sglang-fair[gateway]'") from None
         root = Path(path)
         if not (root / "tokenizer.json").is_file():
             raise ConfigError(f"--tokenizer {path}: no tokenizer.json there (a fast tokenizer is needed)")
@@ -45,6 +47,24 @@ class TokenizerFiles:
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         return list(self.backend.encode(text, add_special_tokens=add_special_tokens).ids)
+
+
+def hub_snapshot(name: str, environ: dict[str, str] | None = None) -> str:
+    """The directory of Hugging Face hub model ``name`` (``org/model``) in this machine's hub cache, as
+    SGLang's download left it (``HF_HUB_CACHE``, else ``HF_HOME/hub``, else ``~/.cache/huggingface/hub``;
+    the snapshot ``refs/main`` names, else the only one), or '' where there is none. Reads only."""
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", name):
+        return ""
+    env = os.environ if environ is None else environ
+    home = env.get("HF_HOME") or os.path.join(env.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                                               "huggingface")
+    repo = Path(env.get("HF_HUB_CACHE") or os.path.join(home, "hub")) / f"models--{name.replace('/', '--')}"
+    ref = repo / "refs" / "main"
+    if ref.is_file():
+        snapshot = repo / "snapshots" / ref.read_text(encoding="utf-8").strip()
+        return str(snapshot) if snapshot.is_dir() else ""
+    found = [d for d in (repo / "snapshots").glob("*") if d.is_dir()]
+    return str(found[0]) if len(found) == 1 else ""
 
 
 def read_json(path: Path) -> dict[str, Any]:

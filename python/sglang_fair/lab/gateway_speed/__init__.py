@@ -23,8 +23,10 @@ do; ``--prompts prose`` makes the prefixes English words instead of codes), whic
    alternating direct and through the gateway; p50/p99 of each and their difference. Chats; with
    ``--ids-latency`` also ``/generate`` with ``input_ids`` (what the ``/tokenize`` round trip adds).
 Every gateway measured gets the same bodies (chats carry ``"model": "stub"``, which SMG requires):
-this checkout's gateway; with ``--baseline-src DIR`` also the gateway of another checkout (e.g. a
-worktree of the branch before a change), run by this Python (with ``--tokenizer``, that one too); with
+this checkout's gateway with ``--tokenizer none`` (a ``/tokenize`` call per chat) and, with
+``--tokenizer DIR`` (which the stubs' ``/server_info`` then names), with no flag (``auto`` finds it);
+with ``--baseline-src DIR`` also the gateway of another checkout (e.g. a worktree of the branch before
+a change), run by this Python with no flag (with ``--tokenizer``, with it too); with
 ``--vs-smg`` also SGLang's Rust gateway SMG (``pip install smg==1.13.0``, an optional benchmark
 dependency; ``--smg PATH``) with ``--policy cache_aware``. Each in turn alone on core 0; the direct
 figures are measured once.

@@ -112,9 +112,9 @@ def gateway_cmds(args: argparse.Namespace, stubs: list[str], port: int
         if args.tokenizer:
             cmds[f"sglang-fair ({args.baseline_name or src.name}, --tokenizer)"] = (
                 [*ours, "--tokenizer", str(args.tokenizer)], env)
-    cmds["sglang-fair (this checkout)"] = (ours, None)
-    if args.tokenizer:
-        cmds["sglang-fair (this checkout, --tokenizer)"] = ([*ours, "--tokenizer", str(args.tokenizer)], None)
+    cmds["sglang-fair (this checkout, --tokenizer none)"] = ([*ours, "--tokenizer", "none"], None)
+    if args.tokenizer:  # the stubs' /server_info names it: the default, auto, finds it
+        cmds["sglang-fair (this checkout, default: --tokenizer auto)"] = (ours, None)
     if args.vs_smg:
         smg = [args.smg, "launch", "--worker-urls", *stubs, "--policy", "cache_aware", "--port", str(port),
                "--prometheus-port", str(free_ports(1)[0]), "--log-level", "warn"]

@@ -36,8 +36,8 @@ def stub_answers(tokenizer: str = "") -> Callable[[bytes, bytes, bytes], Answer]
     """The stub's answer to (method, path, body): every one at once; ``/tokenize`` with the tokenizer at
     ``tokenizer`` (as SGLang renders a plain chat) if given, else one id per word."""
     encode = real_tokenize(tokenizer) if tokenizer else None
-    fixed = {(b"GET", b"/server_info"): orjson.dumps({"served_model_name": "stub", "model_path": "/stub",
-                                                        "dp_size": 1}),
+    info = {"served_model_name": "stub", "model_path": tokenizer or "/stub", "dp_size": 1}
+    fixed = {(b"GET", b"/server_info"): orjson.dumps(info),
              (b"GET", b"/health"): b"ok", (b"POST", b"/v1/chat/completions"): orjson.dumps(ANSWER),
              (b"POST", b"/generate"): orjson.dumps(GENERATED)}
     words: dict[str, int] = {}
