@@ -132,7 +132,8 @@ class PieceEncoder:
 
     def _encoded(self, pieces: list[str]) -> list[list[int]]:
         self.counts["pieces encoded"] += len(pieces)
-        return [e.ids for e in self.backend.encode_batch_fast(pieces, add_special_tokens=False)]
+        encode = self.backend.encode  # one call a part: 13 us hot against 17 for a batch of one
+        return [encode(piece, add_special_tokens=False).ids for piece in pieces]
 
     def _audit(self, pieces: list[str]) -> tuple[str, list[int], list[int]] | None:
         """Two neighbouring pieces (a different pair each time) from the cache against the two encoded
