@@ -29,7 +29,8 @@ VALUE_SETS = {
     "epp-all": EPP_ALL,
     "multi-node": {"server": {"multiNode": {"enabled": True}}, **EPP_ALL},
     "tp2-no-epp": {"server": {"tpSize": 2, "extraArgs": ["--enable-cache-report"]}, "epp": {"enabled": False},
-                   "modelVolume": {"persistentVolumeClaim": {"claimName": "models"}}, "hfTokenSecret": "hf"},
+                   "modelVolume": {"persistentVolumeClaim": {"claimName": "models"}}, "hfTokenSecret": "hf",
+                   "gateway": {"mountModels": True}},
 }
 
 

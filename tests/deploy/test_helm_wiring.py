@@ -227,3 +227,23 @@ def test_negative_control_a_miswired_chart_is_caught(fault: str) -> None:
     docs = render(values, namespace=NS)
     FAULTS[fault](docs)
     assert wiring_problems(docs, values) != [], fault
+
+
+@pytest.mark.parametrize("mount", [False, True])
+def test_the_gateway_reads_the_models_volume_only_when_asked(mount: bool) -> None:
+    """``gateway.mountModels``: the servers' model volume at the same path, read-only (so that
+    ``--tokenizer auto`` finds the tokenizer the servers' ``/server_info`` names); off by default, since
+    a volume one node may attach would keep gateway pods on other nodes from starting."""
+    claim = {"persistentVolumeClaim": {"claimName": "models"}}
+    docs = render({"model": "/models/llama", "modelVolume": claim, "gateway": {"mountModels": mount}})
+    gateway = one(docs, "Deployment", "-gateway")
+    mounts = {m["mountPath"]: m for m in container(gateway).get("volumeMounts", [])}
+    volumes = {v["name"]: v for v in pod(gateway)["spec"]["volumes"]}
+    if not mount:
+        assert "/models" not in mounts and "models" not in volumes
+        return
+    assert mounts["/models"]["readOnly"] and volumes[mounts["/models"]["name"]]["persistentVolumeClaim"] == \
+        claim["persistentVolumeClaim"]
+    (server,) = by_kind(docs, "StatefulSet")
+    served = {m["mountPath"]: m["name"] for m in container(server).get("volumeMounts", [])}
+    assert served["/models"] == mounts["/models"]["name"]  # the path /server_info names is the same here
