@@ -1,12 +1,13 @@
 """The token ids a request's prompt is, as the server will see them (the global tree is keyed by them).
 
-Exact and cheap: the gateway asks a server's own ``/tokenize`` (SGLang 0.5.23,
-``entrypoints/openai/serving_tokenize.py``), which encodes a ``prompt`` with the server's tokenizer
-and renders ``messages`` through the same ``OpenAIServingChat`` path (chat template, tools,
-``chat_template_kwargs``) as a chat completion. Token ids a request already carries (``input_ids``,
-a completion's token prompt) are used as they are. One extra round trip per text request; no
-tokenizer is loaded in the gateway. A batch is routed on its first prompt. :class:`ServerTokenizer` is
-the gateway's one tokenizer: the servers not taken out take turns.
+Exact: prompts and plain chats are tokenized in the gateway where it holds the servers' tokenizer
+(:mod:`.local_tokens`, by default where it can read it) and is sure; everything else is asked of a
+server's own ``/tokenize`` (SGLang 0.5.23, ``entrypoints/openai/serving_tokenize.py``), which encodes
+a ``prompt`` with the server's tokenizer and renders ``messages`` through the same
+``OpenAIServingChat`` path (chat template, tools, ``chat_template_kwargs``) as a chat completion, at
+one extra round trip. Token ids a request already carries (``input_ids``, a completion's token
+prompt) are used as they are. A batch is routed on its first prompt. :class:`ServerTokenizer` is the
+gateway's one tokenizer: the servers not taken out take turns.
 """
 
 from __future__ import annotations
