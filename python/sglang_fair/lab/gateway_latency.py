@@ -1,13 +1,16 @@
 """The latency ``sglang-fair gateway`` adds, on the CPU engine; prints p50/p99 direct vs through the gateway.
 
-    sglang-fair lab gateway-latency --model DIR [--rate 4] [--duration 30] [--max-tokens 8]
+    sglang-fair lab gateway-latency --model DIR [--rate 4] [--duration 30] [--max-tokens 8] [--tokenizer none]
 
 One ``sglang-fair serve`` (one worker, ``--gateway-token-file``) and one gateway in front of it only,
 so both paths reach the same worker. Requests arrive open-loop (Poisson, ``--rate`` per second in
 all) and take turns, direct and through the gateway, so both see the same load; each is a streamed
 chat completion with a prompt of its own (``max_tokens`` output tokens, ``ignore_eos``). Per path:
 time to the first content chunk (TTFT) and to the last byte (end to end). A few requests per path
-warm up first and are not counted. Needs SGLang (scripts/install_sglang_cpu.sh) and the gateway extra.
+warm up first and are not counted. The gateway runs with its default ``--tokenizer auto`` (it finds
+``DIR`` and tokenizes the chats itself) unless ``--tokenizer`` says otherwise (``none``: every chat is
+tokenized by the server's ``/tokenize``); what it did is printed. Needs SGLang
+(scripts/install_sglang_cpu.sh) and the gateway extra.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import random
 import tempfile
 import time
+import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -84,6 +88,7 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=30.0)
     parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--tokenizer", default="auto", help="the gateway's --tokenizer (none: /tokenize)")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     tmp = Path(tempfile.mkdtemp(prefix="bench-gateway-"))
@@ -91,9 +96,14 @@ def main() -> int:
     trust = ("--gateway-token-file", str(tmp / "token"))
     with ExitStack() as stack:
         server = stack.enter_context(running_server(args.model, (*SERVER, *trust), tmp / "server.log"))
-        gateway = stack.enter_context(running_gateway([server], trust, tmp / "gateway.log"))
+        gateway = stack.enter_context(running_gateway([server], (*trust, "--tokenizer", args.tokenizer),
+                                                      tmp / "gateway.log"))
         results = asyncio.run(load({"direct": server, "gateway": gateway}, args.rate, args.duration,
                                    args.max_tokens, args.seed))
+        with urllib.request.urlopen(gateway + "/gateway/state", timeout=10) as answer:
+            tokens = json.loads(answer.read()).get("local_tokenizer")
+    here = f"{tokens['verdict']}; tokenized here {tokens.get('local', 0)}" if tokens else "none: /tokenize"
+    print(f"the gateway's tokenizer (--tokenizer {args.tokenizer}): {here}")
     print(f"rate {args.rate}/s for {args.duration:.0f} s (half each path), streamed chat, "
           f"{args.max_tokens} output tokens, one CPU worker")
     print(f"{'path':8} {'n':>4} {'TTFT p50':>9} {'TTFT p99':>9} {'e2e p50':>9} {'e2e p99':>9}  (ms)")
@@ -105,7 +115,7 @@ def main() -> int:
     added = [g - d for g, d in zip(rows["gateway"], rows["direct"], strict=True)]
     print(f"{'added':8} {'':4} " + " ".join(f"{x:9.1f}" for x in added))
     print(json.dumps({"rate": args.rate, "duration": args.duration, "max_tokens": args.max_tokens,
-                      "rows": rows}))
+                      "tokenizer": args.tokenizer, "local_tokenizer": tokens, "rows": rows}))
     return 0
 
 
