@@ -22,14 +22,13 @@ import os
 import random
 import tempfile
 import time
-import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
 import aiohttp
 
 from sglang_fair.harness.gateway import running_gateway
-from sglang_fair.harness.server import running_server
+from sglang_fair.harness.server import get_json, running_server
 from sglang_fair.metrics import percentile
 
 SERVER = ("--max-running-requests", "16", "--max-total-tokens", "8000")
@@ -100,8 +99,7 @@ def main() -> int:
                                                       tmp / "gateway.log"))
         results = asyncio.run(load({"direct": server, "gateway": gateway}, args.rate, args.duration,
                                    args.max_tokens, args.seed))
-        with urllib.request.urlopen(gateway + "/gateway/state", timeout=10) as answer:
-            tokens = json.loads(answer.read()).get("local_tokenizer")
+        tokens = get_json(gateway + "/gateway/state").get("local_tokenizer")
     here = f"{tokens['verdict']}; tokenized here {tokens.get('local', 0)}" if tokens else "none: /tokenize"
     print(f"the gateway's tokenizer (--tokenizer {args.tokenizer}): {here}")
     print(f"rate {args.rate}/s for {args.duration:.0f} s (half each path), streamed chat, "
