@@ -15,12 +15,16 @@ at least this).
   step it arrives, unless a later band's request admitted while that reserve was smaller still runs
   (nothing is preempted);
 - release: once band 0 has had nothing in flight for W seconds, ``lo`` runs on every slot (no lasting
-  throughput loss).
+  throughput loss), or, with a floor (``band_reserve_floor``, 0 in the other tests), on all but the
+  floor's slots, and band 0's first request after such a quiet spell is admitted in the step it arrives.
 - several earlier bands: while bands 0 and 1 both hold reserves and band 2 waits, at most
   floor(share x C) slots are idle.
 
+The prefill pace is off here (``band_prefill_share`` 1): it has its own properties (``test_band_pace.py``).
+
 Negative controls: bands without the reserve (``band_reserve_s`` 0) fail the first two; a reserve whose
-window outlasts the run never releases and fails the third; reserves summed without that cap (a first
+window outlasts the run never releases and fails the third; without the floor the first request
+after a quiet spell waits for a later band's finish; reserves summed without that cap (a first
 version) fail the fourth. Each property also shows its precondition
 occurring (steps checked, arrivals within the reserve).
 """
@@ -73,9 +77,11 @@ def reserve(history: list[tuple[int, int]], step: int, window: float, slots: int
 
 
 def run(policy: str, jobs: list[Job], slots: int, bands: dict[str, float], window: float, steps: int,
-        reserve_s: float) -> Trace:
+        reserve_s: float, floor: int = 0) -> Trace:
     p = make_admission_policy(AdmissionConfig(policy, quantum=50.0, client_bands=bands, band_aging_s=1e9,
-                                              band_reserve_s=reserve_s, band_reserve_share=SHARE))
+                                              band_reserve_s=reserve_s, band_reserve_share=SHARE,
+                                              band_reserve_floor=floor,
+                                              band_prefill_share=1.0))  # the reserve alone: test_band_pace
     pending = sorted(jobs, key=lambda j: j.arrived)
     waiting: list[Job] = []
     running: list[tuple[int, Job]] = []
@@ -177,6 +183,47 @@ def test_the_reserve_is_released_when_band_0_goes_quiet(reserve_s: float) -> Non
         assert full == quiet_steps  # the whole worker, every step
     else:
         assert full == 0
+
+
+def spells(rng: random.Random, steps: int) -> tuple[list[Job], dict[str, float]]:
+    """``hi`` in bursts of 1-4 requests, each after a quiet spell of 50-90 steps (longer than the
+    policy's memory of a band's peak, one to two windows); ``lo`` backlogged throughout with long
+    requests (10-30 steps), so that a slot seldom frees."""
+    bands = {"hi": 0.0, "lo": 2.0}
+    lo = [0] * 24 + list(range(steps))
+    jobs = [Job(R(rid, "lo", rng.randint(1, 40)), rng.randint(10, 30), t, 2) for rid, t in enumerate(lo)]
+    rid, t = len(jobs), rng.randint(50, 90)
+    while t < steps:
+        for _ in range(rng.randint(1, 4)):
+            jobs.append(Job(R(rid, "hi", rng.randint(1, 40)), rng.randint(1, 8), t, 0))
+            rid += 1
+        t += rng.randint(50, 90)
+    return jobs, bands
+
+
+@pytest.mark.parametrize("floor", [1, 0], ids=["floor-1", "negative-control-no-floor"])
+def test_a_standing_band_starts_at_once_after_a_quiet_spell(floor: int) -> None:
+    """``hi`` is named before ``lo``, so it keeps a floor of reserve while quiet: the first request of a
+    burst after a quiet spell longer than the window is admitted in the step it arrives, and ``lo`` runs
+    on every slot but that floor (with the margin) meanwhile."""
+    rng = random.Random(8)
+    firsts = waited = quiet_steps = short = 0
+    for _ in range(TRIALS):
+        slots, steps = rng.randint(3, 12), 300
+        jobs, bands = spells(rng, steps)
+        trace = run("dlpm_light", jobs, slots, bands, 20.0, steps, 20.0, floor)
+        hi = sorted((j for j in jobs if j.band == 0), key=lambda j: j.arrived)
+        first = [j for k, j in enumerate(hi) if k == 0 or j.arrived - hi[k - 1].arrived >= 50]
+        firsts += len(first)
+        waited += sum(j.admitted != j.arrived for j in first)
+        held = min(math.ceil(floor * 1.25), math.floor(SHARE * slots), slots - 1)
+        hi_busy = {t for j in hi for t in range(j.arrived, j.admitted + j.steps + 42)}
+        late = [n for t, n in enumerate(trace.lo_running) if t > 45 and t not in hi_busy]
+        quiet_steps += len(late)
+        short += sum(n != slots - held for n in late)
+    assert firsts > 3 * TRIALS and quiet_steps > 50 * TRIALS  # the preconditions: quiet spells, then bursts
+    assert short == 0  # lo has every slot but the floor while hi is quiet
+    assert (waited == 0) if floor else (waited > firsts / 2)
 
 
 def uncapped(self: Headroom, band: int, reserves: dict[int, int], most: int) -> int:

@@ -142,7 +142,7 @@ def test_the_band_reserve_reads_the_schedulers_free_rows(reserve_s: float) -> No
     band has been quiet for the window."""
     now = [0.0]
     config = AdmissionConfig("dlpm_light", quantum=1000.0, client_bands={"chat": 0, "etl": 2},
-                             band_reserve_s=reserve_s)
+                             band_reserve_s=reserve_s, band_reserve_floor=0, band_prefill_share=1.0)
     state = FairState(make_admission_policy(config), clock=lambda: now[0])
     chats = [Req(f"c{i}", "chat", list(range(20))) for i in range(3)]
     etl = [Req(f"e{i}", "etl", list(range(100 + i, 120 + i))) for i in range(8)]
@@ -170,3 +170,35 @@ def test_the_band_reserve_reads_the_schedulers_free_rows(reserve_s: float) -> No
         assert step(2) == ["e2", "e3"]
     else:
         assert step(2) == ["e2", "e3"]  # without it, the batch band takes them
+
+
+@pytest.mark.parametrize("share", [0.1, 1.0], ids=["paced", "negative-control-no-pace"])
+def test_the_prefill_pace_reads_the_schedulers_clock(share: float) -> None:
+    """The prefill pace (``admission/pace.py``) in the scheduler: while a chat (band 0) runs, a step admits
+    one batch request, and after that prefill step (1 s from the admission to ``after_step``, half of it
+    the batch request's: 20 of its 40 extend tokens) the batch band waits 0.5 x (1 - f) / f = 4.5 s of
+    the clock before the next."""
+    now = [0.0]
+    config = AdmissionConfig("dlpm_light", quantum=1000.0, client_bands={"chat": 0, "etl": 2},
+                             band_prefill_share=share)
+    state = FairState(make_admission_policy(config), clock=lambda: now[0])
+    chat = Req("c0", "chat", list(range(20)))
+    etl = [Req(f"e{i}", "etl", list(range(100 + i, 120 + i))) for i in range(8)]
+    scheduler = Scheduler([chat, *etl], {}, slots=16)
+
+    def step() -> list[str]:
+        adder, _ = prefill_step(scheduler, state, tokens=10_000)
+        scheduler.waiting_queue = [r for r in scheduler.waiting_queue if r not in adder.can_run_list]
+        return [r.rid for r in adder.can_run_list]
+
+    first = step()
+    now[0] = 1.0
+    state.after_step()  # the prefill step took 1 s
+    if share < 1:
+        assert first == ["c0", "e0"]  # the chat, and one batch request with it
+        now[0] = 5.0
+        assert step() == []  # 4 s later the batch prefill's debt is not yet paid back
+        now[0] = 10.5
+        assert step() == ["e1"]
+    else:
+        assert first == ["c0", *(r.rid for r in etl)]

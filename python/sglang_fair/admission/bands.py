@@ -34,6 +34,7 @@ class BandClock:
         self.client_bands, self.aging_s = {c: int(b) for c, b in client_bands.items()}, aging_s
         self.since: dict[Hashable, float] = {}
         self.per_request = False  # some requests carry their own band (``req.band``, not None)
+        self._standing: tuple[dict[str, int], frozenset[int]] | None = None  # for client_bands, as it was
 
     @property
     def enabled(self) -> bool:
@@ -44,6 +45,15 @@ class BandClock:
         its client's."""
         own = getattr(req, "band", None)
         return own if isinstance(own, int) else self.band(req.client)
+
+    def standing(self) -> frozenset[int]:
+        """The bands the configuration names before the last band in use (its last, or the default
+        band for the clients it does not name): those that keep a floor of reserve (``headroom.py``)."""
+        if self._standing is None or self._standing[0] is not self.client_bands:
+            named = set(self.client_bands.values())
+            last = max(named | {DEFAULT_BAND})
+            self._standing = (self.client_bands, frozenset(b for b in named if b < last))
+        return self._standing[1]
 
     def band(self, client: str) -> int:
         return self.client_bands.get(client, DEFAULT_BAND)

@@ -108,6 +108,14 @@ class AdmissionConfig:
                 "peak, rounded up: room for the next arrival past the peak"})
     band_reserve_share: float = field(default=0.5, metadata={
         "help": "the most of the worker's running slots the reserves of --fair-band-reserve-s may hold"})
+    band_reserve_floor: int = field(default=1, metadata={
+        "help": "running slots a band named before the last band in use (--fair-client-bands, a tenant file) "
+                "keeps free even while quiet, so that its first request starts at once (within "
+                "--fair-band-reserve-share; with --fair-band-reserve-s > 0; 0: none)"})
+    band_prefill_share: float = field(default=0.1, metadata={
+        "help": "while an earlier band has a request in flight, the later bands' prefill steps take at most "
+                "this share of the worker's time, one request a step (admission/pace.py; with "
+                "--fair-band-reserve-s > 0; 1: no pacing)"})
 
     def __post_init__(self) -> None:
         for client, band in self.client_bands.items():
@@ -120,6 +128,10 @@ class AdmissionConfig:
                 f"--fair-band-reserve-margin must be >= 0, got {self.band_reserve_margin}")
         require(0 <= self.band_reserve_share < 1,
                 f"--fair-band-reserve-share must be in [0, 1), got {self.band_reserve_share}")
+        require(self.band_reserve_floor >= 0,
+                f"--fair-band-reserve-floor must be >= 0, got {self.band_reserve_floor}")
+        require(0 < self.band_prefill_share <= 1,
+                f"--fair-band-prefill-share must be in (0, 1], got {self.band_prefill_share}")
         require(self.quantum >= 0,
                 f"--fair-quantum (Q^u) must be >= 0 (0: the policy's default), got {self.quantum}")
         require(self.quantum_s >= 0,

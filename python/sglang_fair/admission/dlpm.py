@@ -19,7 +19,9 @@ Priority bands (``client_bands``, ``bands.py``): with bands configured, each ste
 order, band 0 first, and runs the loop above inside each band alone (its credit check and refills over
 that band's clients), so fairness and its bound hold inside a band and a later band gets only what the
 earlier ones leave; a request waiting ``band_aging_s`` is scanned with band 0. An active earlier band
-keeps running slots free for its recent peak (``band_reserve_s``, ``headroom.py``).
+keeps running slots free for its recent peak (``band_reserve_s``, ``headroom.py``), and the later bands'
+prefills to a share of the worker's time while it has a request in flight (``band_prefill_share``,
+``pace.py``).
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ class DLPM(AdmissionPolicy):
         self.refills = 0  # number of CHECKREFILL rounds that refilled, for inspection
         self.largest_quantum = 0.0  # the largest Q^u a refill gave (before weights): the bound's Q^u
         self.bands = BandClock(config.client_bands, config.band_aging_s)
-        self.headroom = Headroom(config.band_reserve_s, config.band_reserve_share, config.band_reserve_margin)
+        self.headroom = Headroom(config.band_reserve_s, config.band_reserve_share, config.band_reserve_margin,
+                                 config.band_prefill_share, config.band_reserve_floor)
 
     def counter(self, client: str) -> float | None:
         return self.deficits[client]
@@ -93,6 +96,11 @@ class DLPM(AdmissionPolicy):
         self.refills += 1
         self.largest_quantum = max(self.largest_quantum, quantum)
 
+    def tick(self, now: float) -> None:
+        super().tick(now)
+        if self.headroom.enabled:
+            self.headroom.tick(now)
+
     def order(self, waiting: Sequence[R]) -> list[R]:
         """Line 16, SORTBYPREFIX: the scan order of one step (a variant may reorder clients)."""
         return lpm_order(waiting)
@@ -105,6 +113,7 @@ class DLPM(AdmissionPolicy):
         own = None
         if self.headroom.enabled and self.now is not None:
             band_of = self.bands.band_of
+            self.headroom.standing = self.bands.standing()
             budget, kept, own = self.headroom.guard(budget, queue, list(map(band_of, queue)), band_of,
                                                     self.now, sum(self.book.running.values()))
             if len(kept) < len(queue):  # a band kept out this step still ages

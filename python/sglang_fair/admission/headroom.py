@@ -20,13 +20,22 @@ max(0, R_b - running_b), floor(band_reserve_share x C)) requests. Hence, while b
   later band's request to finish (when the budget's other limits, KV memory and the step's prefill
   tokens, admit it: the reserve counts slots only). The first request of a band that was quiet finds
   no reserve: it waits for a free slot, as without one;
-- when b has had nothing in flight for W seconds, R_b = 0 and the later bands get the whole worker.
+- when b has had nothing in flight for W seconds, R_b = 0 and the later bands get the whole worker,
+  unless b is *standing*: a band that the configuration names for some client (``client_bands``, a
+  tenant file) before the last band in use (the configuration's last or the default band 1). A
+  standing band's peak_b is at least ``band_reserve_floor`` (1) even while quiet (so with the margin
+  R_b is 2 by default, within the same bounds), and its first request after a quiet spell also
+  starts at the next step: the later bands get all but those slots.
 
 A request counts in its own band, aged or not: aging (``band_aging_s``) orders the scan, the reserve
 bounds occupancy, so a saturating batch band whose requests have all aged does not take the reserve.
 However many earlier bands are active, their reserves together keep at most floor(share x C) slots
 idle while a later band waits, so the later band can always take the rest and cannot starve either. A
 host that never ticks, or a budget that does not say its ``room()``, gets no reserve.
+
+The same guard applies the prefill pace (``pace.py``, ``band_prefill_share``): while a band has a
+request in flight, the later bands are admitted one request a step, and only once their earlier
+prefills' time is paid back.
 """
 
 from __future__ import annotations
@@ -37,6 +46,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
 from sglang_fair.admission.base import Budget, R, WaitingRequest, room_of
+from sglang_fair.admission.pace import PrefillPace
 
 BandOf = Callable[[WaitingRequest], int]
 
@@ -73,8 +83,12 @@ class Headroom:
     """The reserves of the bands, and how many requests of each band run (those admitted through
     :meth:`guard`)."""
 
-    def __init__(self, window_s: float, share: float, margin: float = 0.0) -> None:
+    def __init__(self, window_s: float, share: float, margin: float = 0.0,
+                 prefill_share: float = 1.0, floor: int = 0) -> None:
         self.window_s, self.share, self.margin = window_s, share, margin
+        self.floor = floor
+        self.standing: frozenset[int] = frozenset()  # the bands that keep ``floor`` slots while quiet
+        self.pace = PrefillPace(prefill_share)
         self.loads: dict[int, BandLoad] = {}
         self.band_of_running: dict[Hashable, int] = {}
         self.running: Counter[int] = Counter()
@@ -84,6 +98,9 @@ class Headroom:
     def enabled(self) -> bool:
         return self.window_s > 0
 
+    def tick(self, now: float) -> None:
+        self.pace.tick(now)
+
     def load(self, band: int) -> BandLoad:
         load = self.loads.get(band)
         if load is None:
@@ -92,38 +109,47 @@ class Headroom:
 
     def guard(self, budget: Budget, waiting: Sequence[R], bands: Sequence[int], band_of: BandOf,
               now: float, running: int) -> tuple[Budget, list[R], list[int]]:
-        """``budget`` with the reserves of this step (``running``: requests running on the worker now;
-        ``bands``: each waiting request's own band), after counting each band's requests in flight, and
-        the ``waiting`` requests (with their bands) it may admit: not those of a band whose every slot
-        left is held (what is left over the held slots only shrinks within a step, so they would be
-        refused, and a client with credit and nothing admissible would hold back its band's refills).
-        ``budget`` and ``waiting`` as they are if the budget has no ``room()``."""
-        room = room_of(budget)
-        free = room() if room is not None else None
-        if room is None or free is None:
-            return budget, list(waiting), list(bands)
+        """``budget`` with the reserves and the prefill pace of this step (``running``: requests
+        running on the worker now; ``bands``: each waiting request's own band), after counting each
+        band's requests in flight, and the ``waiting`` requests (with their bands) it may admit: not
+        those of a band whose every slot left is held, nor those the pace holds back (what is left
+        over the held slots only shrinks within a step, so they would be refused, and a client with
+        credit and nothing admissible would hold back its band's refills). Without the budget's
+        ``room()`` there is no slot reserve, only the pace."""
         inflight = Counter(bands)
         inflight.update(self.running)
-        for band in set(inflight) | set(self.loads):
-            self.load(band).see(now, inflight[band])
-        capacity = running + free
-        most = min(math.floor(self.share * capacity), capacity - 1)
-        wants = {b: min(self.want(load, now), most) for b, load in sorted(self.loads.items())}
-        reserves = {b: r for b, r in wants.items() if r > 0}
-        guarded = Reserved(budget, room, self, reserves, band_of, most)
-        if not reserves:
-            return guarded, list(waiting), list(bands)
-        shut = {b for b in inflight if self.held(b, reserves, most) >= free}
+        first = min((b for b, n in inflight.items() if n > 0), default=None)
+        room = room_of(budget)
+        free = room() if room is not None else None
+        reserves: dict[int, int] = {}
+        most = 0
+        if free is not None:
+            for band in set(inflight) | set(self.loads) | self.standing:
+                self.load(band).see(now, inflight[band])
+            capacity = running + free
+            most = min(math.floor(self.share * capacity), capacity - 1)
+            wants = {b: min(self.want(b, load, now), most) for b, load in sorted(self.loads.items())}
+            reserves = {b: r for b, r in wants.items() if r > 0}
+        guarded = Reserved(budget, room or (lambda: None), self, reserves, band_of, most, now, first)
+        shut = {b for b in inflight if reserves and self.held(b, reserves, most) >= (free or 0)}
         if shut:
             self.refused += 1
+        if first is not None and not self.pace.open():
+            self.pace.paced += 1
+            shut.add(first + 1)
+        if shut:
             guarded.shut = min(shut)
             kept = [(r, b) for r, b in zip(waiting, bands, strict=True) if b < guarded.shut]
             return guarded, [r for r, _ in kept], [b for _, b in kept]
         return guarded, list(waiting), list(bands)
 
-    def want(self, load: BandLoad, now: float) -> int:
-        """A band's reserve before the worker's bounds: its recent peak and the margin, rounded up."""
-        return math.ceil(load.reserve(now) * (1.0 + self.margin) - 1e-9)
+    def want(self, band: int, load: BandLoad, now: float) -> int:
+        """A band's reserve before the worker's bounds: its recent peak (at least the floor for a
+        standing band) and the margin, rounded up."""
+        peak = load.reserve(now)
+        if band in self.standing:
+            peak = max(peak, self.floor)
+        return math.ceil(peak * (1.0 + self.margin) - 1e-9)
 
     def held(self, band: int, reserves: dict[int, int], most: int) -> int:
         """Slots held for the bands before ``band``: what their reserves have not yet filled, at most
@@ -145,12 +171,15 @@ class Headroom:
 
 
 class Reserved:
-    """A budget that refuses a request when it would take a slot held for an earlier band."""
+    """A budget that refuses a request when it would take a slot held for an earlier band, or when
+    the prefill pace holds the later bands back."""
 
     def __init__(self, budget: Budget, room: Callable[[], int | None], headroom: Headroom,
-                 reserves: dict[int, int], band_of: BandOf, most: int) -> None:
+                 reserves: dict[int, int], band_of: BandOf, most: int, now: float,
+                 first: int | None) -> None:
         self.budget, self.room, self.headroom = budget, room, headroom
         self.reserves, self.band_of, self.most = reserves, band_of, most
+        self.now, self.first = now, first  # the earliest band in flight (None: none)
         self.shut = math.inf  # this band and the later ones have no slot left that is not held
 
     def try_add(self, req: WaitingRequest) -> bool:
@@ -165,6 +194,12 @@ class Reserved:
         if not self.budget.try_add(req):
             return False
         self.headroom.admitted(req.rid, band)
+        pace = self.headroom.pace
+        if pace.enabled:
+            later = self.first is not None and band > self.first
+            pace.admitted(self.now, max(0, req.input_len - req.cached_len), later)
+            if later and self.first is not None:  # one later-band request a step (pace.py)
+                self.shut = min(self.shut, self.first + 1)
         return True
 
     def exhausted(self) -> bool:

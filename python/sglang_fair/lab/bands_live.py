@@ -2,10 +2,11 @@
 
     sglang-fair lab bands-live --model DIR [--window 40] [--max-running 4] [--json out.json]
 
-Three ``sglang-fair serve`` runs (``dlpm_light``, ``--max-running-requests``): a closed-loop interactive
+Four ``sglang-fair serve`` runs (``dlpm_light``, ``--max-running-requests``): a closed-loop interactive
 client ``chat`` (one request in flight, 16 output tokens) alone; beside a batch client ``etl`` (4x the cap in
 flight, 128 output tokens) with bands (``chat=interactive,etl=batch``) and no reserve
-(``--fair-band-reserve-s 0``); the same with the reserve (its defaults). Prints the interactive P50 and
+(``--fair-band-reserve-s 0``); the same with the reserve and no prefill pace (``--fair-band-prefill-share
+1``); with the reserve and the pace (the defaults). Prints the interactive P50 and
 P99 latency of each run (unfinished requests count to the window's end), the P99 over alone, and the
 batch client's output tokens/s. Used for docs/guides/tenants.md's CPU-engine figures (2026-11-28).
 """
@@ -29,7 +30,8 @@ def cases(cap: int) -> dict[str, tuple[tuple[str, ...], list[ClientSpec]]]:
     etl = ClientSpec("etl", 4 * cap, lambda i: f"batch document {i} " * 60, 128)
     return {"alone": ((), [chat]),
             "bands": ((*BANDS, "--fair-band-reserve-s", "0"), [chat, etl]),
-            "reserve": (BANDS, [chat, etl])}
+            "reserve": ((*BANDS, "--fair-band-prefill-share", "1"), [chat, etl]),
+            "paced": (BANDS, [chat, etl])}
 
 
 def run_case(model: Path, cap: int, extra: tuple[str, ...], specs: list[ClientSpec], window: float,
